@@ -1,0 +1,316 @@
+"""Reward functions for GRPO, and the registry that the training scripts pick them from by name.
+
+Rewards here (pass their names to `--reward_funcs`):
+    accuracy    1.0 if the final answer equals the gold `answer` (or `solution`) column, else 0.0
+    format      1.0 for exactly `<think>...</think><answer>...</answer>`, else 0.0
+    tag_count   0.25 per reasoning tag that appears exactly once (partial credit for `format`)
+    overlong    DAPO soft overlong punishment: 0, then down to -1.0 over the last quarter of the length budget
+    repetition  penalty in [-1.0, 0.0] for repeated token 3-grams
+
+Every reward has the signature `(completions, **kwargs) -> list[float | None]`, one value per completion:
+- `completions` is a list of strings (standard format) or of message lists (conversational format);
+  `completion_text` returns the text of either.
+- Dataset columns arrive as keyword arguments, one list entry per completion (a column `answer` gives
+  `answer=[...]`). GRPOTrainer also passes `prompts`, `completion_ids`, `trainer_state`, `log_extra` and
+  `log_metric`; take what you need and let `**kwargs` swallow the rest.
+- `None` means "cannot score this sample"; TRL leaves it out of that reward.
+
+To add your own reward, write it in your own module (next to your script or on PYTHONPATH), e.g. my_module.py:
+
+    from rewards import completion_text
+
+    def my_reward(completions, **kwargs) -> list[float | None]:
+        return [float(len(completion_text(c)) < 1000) for c in completions]
+
+and pass `--reward_funcs accuracy my_module.my_reward`, or add it to `REWARD_FUNCS` below.
+"""
+
+import importlib
+import logging
+import math
+import re
+import threading
+from collections.abc import Callable
+
+from math_verify import parse, verify
+from trl.rewards import get_repetition_penalty_reward, get_soft_overlong_punishment
+
+TAGS = ("<think>", "</think>", "<answer>", "</answer>")
+NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?")  # -3, 1,234, 3.50
+ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+# trl.rewards.think_format_reward only checks <think>, so we check both blocks ourselves.
+THINK_ANSWER_FORMAT = re.compile(r"\s*<think>.*?</think>\s*<answer>(.*?)</answer>\s*", re.DOTALL)
+# Anti-hacking: math-verify reads "3 4 5" as 3 + 4 + 5, so numbers separated by spaces are a list of guesses.
+SPACED_NUMBERS = re.compile(r"\d\s+-?\.?\d")
+
+
+def completion_text(completion: str | list[dict[str, str]]) -> str:
+    """Return the text of a completion in either format.
+
+    Args:
+        completion: A string, or a list of messages whose last message is the model's reply.
+
+    Returns:
+        The completion text.
+
+    >>> completion_text("42")
+    '42'
+    >>> completion_text([{"role": "assistant", "content": "42"}])
+    '42'
+    """
+    if isinstance(completion, str):
+        return completion
+    return completion[-1]["content"] or ""  # content is None for a tool-call-only message
+
+
+def _last_boxed(text: str) -> str | None:
+    r"""Return the content of the last `\boxed{...}` in `text`, nested braces included, or None.
+
+    >>> _last_boxed(r"so \boxed{\frac{1}{2}}.")
+    '\\frac{1}{2}'
+    """
+    start = text.rfind("\\boxed{")
+    if start == -1:
+        return None
+    start += len("\\boxed{")
+    depth = 1
+    for end in range(start, len(text)):
+        if text[end] == "{":
+            depth += 1
+        elif text[end] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:end]
+    return None  # unclosed brace
+
+
+def extract_answer(text: str) -> str | None:
+    r"""Return the model's final answer: the last `<answer>`, else the last `\boxed{}`, else the
+    number after the last `####`, else the last number in the text; None if there is none.
+
+    >>> extract_answer("<think>2 + 2</think> <answer> 4 </answer>")
+    '4'
+    >>> extract_answer("Total: 1,234 apples, so 12.")
+    '12'
+    """
+    if answers := ANSWER_TAG.findall(text):
+        return answers[-1].strip()
+    if (boxed := _last_boxed(text)) is not None:
+        return boxed.strip()
+    if "####" in text and (number := NUMBER.search(text.rsplit("####", 1)[1])):
+        return number.group()
+    numbers = NUMBER.findall(text)
+    return numbers[-1] if numbers else None
+
+
+def _to_number(text: str) -> float | None:
+    """Return `text` as a float if it is a plain number ("$1,000", "3.50.", "**7**"), else None.
+
+    >>> _to_number("$1,000"), _to_number("-3.50."), _to_number("**7**"), _to_number("x + 1")
+    (1000.0, -3.5, 7.0, None)
+    """
+    text = text.strip().strip("*$ ").rstrip(".")
+    return float(text.replace(",", "")) if NUMBER.fullmatch(text) else None
+
+
+def _math_verify_timeouts() -> tuple[int | None, int | None]:
+    """Return math-verify's (parse, verify) timeouts: off outside the main thread, as in TRL's accuracy_reward.
+
+    math-verify times out with signal.alarm, which raises outside the main thread.
+    """
+    if threading.current_thread() is threading.main_thread():
+        return 10, 5
+    logging.getLogger("math_verify.parser").setLevel(logging.ERROR)
+    logging.getLogger("math_verify.grader").setLevel(logging.ERROR)
+    return None, None
+
+
+def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[float | None]:
+    r"""1.0 if the completion's final answer (see `extract_answer`) equals the gold answer, else 0.0.
+
+    Numbers are compared numerically ("1,000" == "1000.0"); anything else goes through math-verify
+    (`\frac{1}{2}` == "0.5"). A GSM8K gold ("... #### 72") counts from its last `####`, and a gold with
+    `\boxed{}` counts from its last box.
+
+    Args:
+        completions: Completions, as strings or message lists.
+        answer: Gold answers, from the dataset column `answer`.
+        solution: Gold answers, used when there is no `answer` column.
+
+    Returns:
+        One reward per completion; None where the gold answer is missing or unparseable.
+
+    >>> completions = ["<answer>72</answer>", "#### 71", r"\boxed{\frac{1}{2}}", "no idea"]
+    >>> accuracy_reward(completions, answer=["She sold 72. #### 72", "72", "0.5", None])
+    [1.0, 0.0, 1.0, None]
+    """
+    golds = answer if answer is not None else solution
+    if golds is None:
+        return [None] * len(completions)
+    parse_timeout, verify_timeout = _math_verify_timeouts()
+    rewards = []
+    for completion, gold in zip(completions, golds, strict=True):
+        gold = "" if gold is None else str(gold).split("####")[-1].strip()
+        gold = _last_boxed(gold) or gold
+        # Wrap in $...$ so math-verify reads the whole string as one LaTeX expression.
+        gold_parsed = parse(f"${gold}$", parsing_timeout=parse_timeout) if gold else []
+        pred = extract_answer(completion_text(completion))
+        if not gold_parsed:
+            rewards.append(None)
+        elif not pred or SPACED_NUMBERS.search(pred):
+            rewards.append(0.0)
+        elif (pred_number := _to_number(pred)) is not None and (gold_number := _to_number(gold)) is not None:
+            rewards.append(float(math.isclose(pred_number, gold_number, abs_tol=1e-6)))
+        else:
+            pred_parsed = parse(f"${pred}$", parsing_timeout=parse_timeout)
+            rewards.append(float(verify(gold_parsed, pred_parsed, timeout_seconds=verify_timeout)))
+    return rewards
+
+
+def format_reward(completions, **kwargs) -> list[float]:
+    """1.0 if the completion is `<think>...</think>` then a non-empty `<answer>...</answer>` and
+    nothing else (whitespace aside), with each tag exactly once; else 0.0.
+
+    If your chat template already opens `<think>` in the prompt (DeepSeek-R1 and QwQ do), completions
+    never start with it and this reward stays at 0.
+
+    Args:
+        completions: Completions, as strings or message lists.
+
+    Returns:
+        One reward per completion.
+
+    >>> format_reward(["<think>2 + 2</think>\\n<answer>4</answer>", "<answer>4</answer>"])
+    [1.0, 0.0]
+    """
+    rewards = []
+    for completion in completions:
+        text = completion_text(completion)
+        match = THINK_ANSWER_FORMAT.fullmatch(text)
+        ok = match and match.group(1).strip() and all(text.count(tag) == 1 for tag in TAGS)
+        rewards.append(1.0 if ok else 0.0)
+    return rewards
+
+
+def tag_count_reward(completions, **kwargs) -> list[float]:
+    """0.25 for each of `<think>`, `</think>`, `<answer>`, `</answer>` that appears exactly once.
+
+    A softer `format_reward`: it gives signal before the model gets the whole format right.
+
+    Args:
+        completions: Completions, as strings or message lists.
+
+    Returns:
+        One reward in {0, 0.25, 0.5, 0.75, 1.0} per completion.
+
+    >>> tag_count_reward(["<think>hm</think><answer>4</answer>", "<think>hm</think> 4", "4"])
+    [1.0, 0.5, 0.0]
+    """
+    # open-r1 tag_count_reward (src/open_r1/rewards.py), without its newline requirements.
+    return [0.25 * sum(completion_text(c).count(tag) == 1 for tag in TAGS) for c in completions]
+
+
+def get_overlong_reward(max_completion_length: int) -> Callable:
+    """Return TRL's DAPO soft overlong punishment, with the last quarter of the length budget as buffer.
+
+    Args:
+        max_completion_length: The trainer's max completion length in tokens (L_max).
+
+    Returns:
+        A reward that reads `completion_ids`: 0.0 up to 3/4 of L_max, then linear down to -1.0 at L_max.
+
+    >>> get_overlong_reward(max_completion_length=8)(completion_ids=[[1] * 6, [1] * 7, [1] * 9])
+    [0.0, -0.5, -1.0]
+    """
+    # DAPO (arXiv 2503.14476) Eq. 13: 0 up to L_max - L_cache, then (L_max - L_cache - |y|) / L_cache; -1 past L_max
+    cache = max(1, max_completion_length // 4)
+    return get_soft_overlong_punishment(max_completion_len=max_completion_length, soft_punish_cache=cache)
+
+
+def get_repetition_reward(max_completion_length: int) -> Callable:
+    """Return TRL's n-gram repetition penalty over `completion_ids` (3-grams, down to -1.0).
+
+    Args:
+        max_completion_length: Unused; every factory takes the same settings.
+
+    Returns:
+        A reward that reads `completion_ids`: -(1 - unique 3-grams / all 3-grams).
+
+    >>> get_repetition_reward(max_completion_length=8)(completion_ids=[[1, 2, 3, 4], [5] * 6])
+    [0.0, -0.75]
+    """
+    # "Demystifying Long CoT" (arXiv 2502.03373) Appendix C.2: (1 - #unique n-grams / #n-grams) * max_penalty.
+    return get_repetition_penalty_reward(ngram_size=3, max_penalty=-1.0)
+
+
+# The registry: plain rewards, and factories that build a reward from the trainer's settings.
+REWARD_FUNCS: dict[str, Callable] = {
+    "accuracy": accuracy_reward,
+    "format": format_reward,
+    "tag_count": tag_count_reward,
+}
+REWARD_FACTORIES: dict[str, Callable[..., Callable]] = {
+    "overlong": get_overlong_reward,
+    "repetition": get_repetition_reward,
+}
+
+
+class _NamedReward:
+    """A reward renamed to its registry name (TRL logs `rewards/<__name__>/mean`); a class, so it pickles."""
+
+    def __init__(self, name: str, reward_func: Callable):
+        self.__name__ = name
+        self.reward_func = reward_func
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        return self.reward_func(completions=completions, **kwargs)
+
+
+def reward_names() -> list[str]:
+    """Return the sorted names of all registered rewards.
+
+    >>> reward_names()
+    ['accuracy', 'format', 'overlong', 'repetition', 'tag_count']
+    """
+    return sorted(REWARD_FUNCS | REWARD_FACTORIES)
+
+
+def get_reward_funcs(names: list[str], max_completion_length: int) -> list[Callable]:
+    """Resolve reward names to reward functions.
+
+    Args:
+        names: Registry names (see `reward_names()`) or dotted paths `package.module.function`
+            to your own rewards; the module must be importable (on PYTHONPATH or next to your script).
+        max_completion_length: Passed to the rewards in `REWARD_FACTORIES`.
+
+    Returns:
+        The reward functions, in order. Registered ones are named after their registry name.
+
+    >>> [f.__name__ for f in get_reward_funcs(["accuracy", "overlong"], max_completion_length=256)]
+    ['accuracy', 'overlong']
+    """
+    funcs = []
+    for name in names:
+        if name in REWARD_FUNCS:
+            funcs.append(_NamedReward(name, REWARD_FUNCS[name]))
+        elif name in REWARD_FACTORIES:
+            reward_func = REWARD_FACTORIES[name](max_completion_length=max_completion_length)
+            funcs.append(_NamedReward(name, reward_func))
+        elif "." in name:
+            module_name, _, attr = name.rpartition(".")
+            try:
+                func = getattr(importlib.import_module(module_name), attr)
+            except (ImportError, AttributeError) as err:
+                raise ValueError(
+                    f"cannot import reward '{name}' ({err}); its module must be importable, "
+                    "e.g. on PYTHONPATH or next to your script"
+                ) from err
+            if not callable(func):
+                raise ValueError(f"reward '{name}' is a {type(func).__name__}, not a function")
+            funcs.append(func)
+        else:
+            raise ValueError(
+                f"unknown reward '{name}'; choose one of: {', '.join(reward_names())}, "
+                "or give a dotted path like my_rewards.my_fn"
+            )
+    return funcs

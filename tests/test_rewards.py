@@ -1,0 +1,216 @@
+import pickle
+import threading
+
+import pytest
+
+from rewards import (
+    REWARD_FACTORIES,
+    REWARD_FUNCS,
+    accuracy_reward,
+    completion_text,
+    extract_answer,
+    format_reward,
+    get_reward_funcs,
+    reward_names,
+    tag_count_reward,
+)
+
+
+def as_plain(texts):
+    return list(texts)
+
+
+def as_conversational(texts):
+    return [[{"role": "assistant", "content": text}] for text in texts]
+
+
+@pytest.fixture(params=[as_plain, as_conversational], ids=["plain", "conversational"])
+def fmt(request):
+    """Wraps a list of strings into completions of either format."""
+    return request.param
+
+
+def test_completion_text_takes_last_message():
+    messages = [{"role": "assistant", "content": "call tool"}, {"role": "tool", "content": "ok"},
+                {"role": "assistant", "content": "final"}]
+    assert completion_text(messages) == "final"
+    assert completion_text("plain") == "plain"
+    assert completion_text([{"role": "assistant", "content": None, "tool_calls": []}]) == ""
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("<answer>1</answer> then <answer> 7 </answer>", "7"),
+        (r"x \boxed{1} then \boxed{\frac{1}{2}}", r"\frac{1}{2}"),
+        (r"<answer>\boxed{3}</answer> \boxed{4}", r"\boxed{3}"),
+        ("#### 1 then #### 42", "42"),
+        ("so it is 12.", "12"),
+        ("it costs -3 or 1,234 or 3.50.", "3.50"),
+        ("total 1,234", "1,234"),
+        ("no numbers here", None),
+        (r"\boxed{unclosed", None),
+    ],
+)
+def test_extract_answer(text, expected):
+    assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, gold, expected",
+    [
+        ("<think>3 + 4</think><answer>7</answer>", "7", 1.0),
+        (r"The answer is \boxed{\frac{1}{2}}", "0.5", 1.0),  # math-verify path
+        (r"\boxed{0.5}", r"\frac{1}{2}", 1.0),  # math-verify path, other way round
+        (r"\boxed{\sqrt{2}}", r"\sqrt{2}", 1.0),
+        (r"\boxed{\sqrt{3}}", r"\sqrt{2}", 0.0),
+        ("Step by step... #### 42", "42", 1.0),
+        ("so it is 12.", "12", 1.0),
+        ("it drops to -3.", "-3", 1.0),
+        ("It is 1234", "blah blah\n#### 1,234", 1.0),  # GSM8K gold
+        ("<answer>1000</answer>", "1,000", 1.0),
+        ("<answer>3.0</answer>", "3", 1.0),
+        ("<answer>$3.50</answer>", "3.5", 1.0),
+        ("<answer>**7**</answer>", "7", 1.0),  # markdown bold
+        ("I have no idea.", "7", 0.0),  # no extractable answer
+        ("<answer>8</answer>", "7", 0.0),  # wrong answer
+        ("<think>hmm</think>\n<answer>6</answer>", "7", 0.0),  # well formatted but wrong
+        ("<answer></answer> \\boxed{7} 7", "7", 0.0),  # hacking: empty answer tag
+        ("<answer>3 4 5 6 7</answer>", "5", 0.0),  # hacking: several guesses
+        ("<answer>3 4</answer>", "7", 0.0),  # hacking: math-verify would read this as 3 + 4
+        ("<answer>3, 4, 5, 6, 7</answer>", "7", 0.0),  # hacking: a set is not a number
+    ],
+)
+def test_accuracy(fmt, text, gold, expected):
+    assert accuracy_reward(fmt([text]), answer=[gold]) == [expected]
+
+
+def test_accuracy_gold_from_solution_column(fmt):
+    completions = fmt(["<answer>7</answer>", "<answer>7</answer>"])
+    assert accuracy_reward(completions, solution=["7", r"so $\boxed{8}$"]) == [1.0, 0.0]
+
+
+def test_accuracy_prefers_answer_over_solution(fmt):
+    assert accuracy_reward(fmt(["<answer>7</answer>"]), answer=["7"], solution=["8"]) == [1.0]
+
+
+def test_accuracy_without_gold_is_none(fmt):
+    completions = fmt(["<answer>7</answer>"] * 3)
+    assert accuracy_reward(completions) == [None] * 3
+    assert accuracy_reward(completions, answer=[None, "", "   "]) == [None] * 3
+
+
+def test_accuracy_ignores_trainer_kwargs(fmt):
+    rewards = accuracy_reward(
+        fmt(["<answer>7</answer>"]), answer=["7"], prompts=["q"], completion_ids=[[1, 2]],
+        trainer_state=None, log_extra=lambda *a: None, log_metric=lambda *a: None,
+    )
+    assert rewards == [1.0]
+
+
+def test_accuracy_off_main_thread(fmt):
+    # math-verify's signal.alarm timeouts raise outside the main thread unless we turn them off.
+    results = []
+    thread = threading.Thread(
+        target=lambda: results.append(accuracy_reward(fmt([r"\boxed{\frac{1}{2}}"]), answer=["0.5"]))
+    )
+    thread.start()
+    thread.join()
+    assert results == [[1.0]]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("<think>2 + 2</think>\n<answer>4</answer>", 1.0),
+        ("\n<think>\n2 + 2\n</think>\n\n<answer>\n4\n</answer>\n", 1.0),
+        ("<answer>4</answer>", 0.0),  # missing think
+        ("<think>2 + 2</think><answer>4</answer> trailing junk", 0.0),
+        ("<think>2 + 2</think><answer>4</answer><answer>5</answer>", 0.0),  # two answer tags
+        ("<think>2 + 2</think><answer> </answer>", 0.0),  # empty answer
+        ("<think>a</think><think>b</think><answer>4</answer>", 0.0),  # two think blocks
+        ("junk <think>2 + 2</think><answer>4</answer>", 0.0),
+    ],
+)
+def test_format(fmt, text, expected):
+    assert format_reward(fmt([text])) == [expected]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("<think>a</think>\n<answer>4</answer>", 1.0),
+        ("<think>a</think> so 4", 0.5),
+        ("<think>a</think><answer>4</answer><answer>5</answer>", 0.5),  # answer tags twice: no credit for them
+        ("<think>a", 0.25),
+        ("just 4", 0.0),
+    ],
+)
+def test_tag_count(fmt, text, expected):
+    assert tag_count_reward(fmt([text])) == [expected]
+
+
+def test_overlong(fmt):
+    (overlong,) = get_reward_funcs(["overlong"], max_completion_length=8)  # penalty starts after 8 - 8 // 4 = 6
+    ids = [[1] * 3, [1] * 6, [1] * 7, [1] * 8, [1] * 20]
+    assert overlong.__name__ == "overlong"
+    rewards = overlong(completions=fmt(["x"] * 5), completion_ids=ids, answer=["1"] * 5)
+    assert rewards == [0.0, 0.0, -0.5, -1.0, -1.0]
+
+
+def test_overlong_tiny_length_still_works(fmt):
+    (overlong,) = get_reward_funcs(["overlong"], max_completion_length=2)  # cache is at least 1
+    assert overlong(completions=fmt(["x"] * 3), completion_ids=[[1], [1, 1], [1, 1, 1]]) == [0.0, -1.0, -1.0]
+
+
+def test_repetition(fmt):
+    (repetition,) = get_reward_funcs(["repetition"], max_completion_length=8)
+    ids = [[1, 2, 3, 4, 5], [5] * 6, [1, 2], [1, 2, 3, 1, 2, 3]]  # 3-grams: 3/3 unique, 1/4, none, 3/4
+    assert repetition.__name__ == "repetition"
+    assert repetition(completions=fmt(["x"] * 4), completion_ids=ids) == pytest.approx([0.0, -0.75, 0.0, -0.25])
+
+
+def test_registry_names_and_pickling():
+    assert reward_names() == sorted([*REWARD_FUNCS, *REWARD_FACTORIES])
+    funcs = get_reward_funcs(reward_names(), max_completion_length=16)
+    assert [f.__name__ for f in funcs] == reward_names()
+    for func in funcs:
+        restored = pickle.loads(pickle.dumps(func))
+        assert restored.__name__ == func.__name__
+    completions, ids = ["<think>a</think><answer>4</answer>"], [[1, 2, 3]]
+    rewards = [f(completions=completions, completion_ids=ids, answer=["4"]) for f in funcs]
+    assert rewards == [[1.0], [1.0], [0.0], [0.0], [1.0]]  # accuracy, format, overlong, repetition, tag_count
+
+
+def test_unknown_name_lists_registry():
+    with pytest.raises(ValueError) as err:
+        get_reward_funcs(["acuracy"], max_completion_length=8)
+    expected = f"unknown reward 'acuracy'; choose one of: {', '.join(reward_names())}, or give a dotted path"
+    assert expected in str(err.value)
+
+
+def test_dotted_path_to_user_module(tmp_path, monkeypatch):
+    (tmp_path / "my_rewards_for_test.py").write_text(
+        "def short(completions, **kwargs):\n    return [float(len(c) < 5) for c in completions]\n"
+        "NOT_A_FUNCTION = 3\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    accuracy, short = get_reward_funcs(["accuracy", "my_rewards_for_test.short"], max_completion_length=8)
+    assert short.__name__ == "short"
+    assert short(completions=["abc", "abcdef"]) == [1.0, 0.0]
+    assert accuracy(completions=["7"], answer=["7"]) == [1.0]
+
+    with pytest.raises(ValueError, match=r"'my_rewards_for_test.NOT_A_FUNCTION' is a int, not a function"):
+        get_reward_funcs(["my_rewards_for_test.NOT_A_FUNCTION"], max_completion_length=8)
+    with pytest.raises(ValueError, match=r"cannot import reward 'my_rewards_for_test.missing'.*has no attribute"):
+        get_reward_funcs(["my_rewards_for_test.missing"], max_completion_length=8)
+
+
+def test_dotted_path_import_failure():
+    with pytest.raises(ValueError) as err:
+        get_reward_funcs(["no_such_module_xyz.fn"], max_completion_length=8)
+    message = str(err.value)
+    assert "cannot import reward 'no_such_module_xyz.fn'" in message
+    assert "No module named 'no_such_module_xyz'" in message
+    assert "PYTHONPATH" in message
+    assert isinstance(err.value.__cause__, ImportError)
