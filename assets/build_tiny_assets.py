@@ -4,7 +4,7 @@
 
 It writes, next to this file:
     addition/train.jsonl, addition/test.jsonl   single-digit addition, {"prompt": "3+4=", "answer": "7"}
-    tiny-qwen2-addition/                        a ~0.4M-parameter Qwen2 with a character-level tokenizer,
+    tiny-llama-addition/                        a ~0.4M-parameter Llama with a character-level tokenizer,
                                                 briefly supervised on the train split with TRL's SFTTrainer
 
 The SFT is deliberately short: the starting policy answers correctly only part of the time
@@ -14,6 +14,8 @@ in well under a minute and is seeded, so a rebuild gives the same data and a sim
 (bit-exactness across machines is not promised by torch).
 
 The tokenizer has no pad token on purpose, like GPT-2's: the training scripts must cope.
+The architecture is Llama rather than Qwen2 because transformers 5 loads any `qwen2` checkpoint
+with Qwen2's own byte-level tokenizer, which would silently drop this tokenizer's spaces.
 """
 
 import argparse
@@ -24,7 +26,7 @@ from pathlib import Path
 import torch
 from datasets import Dataset
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM, set_seed
+from transformers import PreTrainedTokenizerFast, LlamaConfig, LlamaForCausalLM, set_seed
 from trl import SFTConfig, SFTTrainer
 
 HERE = Path(__file__).resolve().parent
@@ -63,7 +65,7 @@ def sampled_accuracy(model, tokenizer, rows: list[dict], samples: int = 8) -> fl
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sft_steps", type=int, default=180, help="few on purpose: leave room for RL")
+    parser.add_argument("--sft_steps", type=int, default=150, help="few on purpose: leave room for RL")
     parser.add_argument("--n_test", type=int, default=20)
     parser.add_argument("--out", type=Path, default=HERE)
     args = parser.parse_args()
@@ -79,7 +81,7 @@ def main():
 
     # ---- Model ----
     tokenizer = build_tokenizer()
-    config = Qwen2Config(
+    config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=96,
         intermediate_size=384,
@@ -92,7 +94,7 @@ def main():
         bos_token_id=None,
         pad_token_id=None,
     )
-    model = Qwen2ForCausalLM(config)
+    model = LlamaForCausalLM(config)
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, vocab {len(tokenizer)}")
 
     # ---- SFT ----
@@ -120,7 +122,7 @@ def main():
           f"test {sampled_accuracy(model, tokenizer, test):.2f}")
 
     # ---- Save ----
-    model_dir = args.out / "tiny-qwen2-addition"
+    model_dir = args.out / "tiny-llama-addition"
     model.config.pad_token_id = model.generation_config.pad_token_id = None  # SFTTrainer set it to eos
     model.config.use_cache = True  # SFT turned the KV cache off; generation wants it
     model.save_pretrained(model_dir)
