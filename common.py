@@ -1,0 +1,224 @@
+"""Plumbing shared by `grpo_trl_example.py` and `ppo_trl_example.py`.
+
+Nothing here is RL: it is the part of a training script that is the same whatever the
+algorithm. Read the training scripts first; come here when you want to know how a piece works.
+
+    device_defaults()      CPU-safe defaults (`use_cpu`, no bf16) when there is no GPU
+    warn_if_tuned_defaults_kept()  a warning when a real model runs with the tiny model's settings
+    load_prompt_dataset()  a hub id or a local file/folder -> DatasetDict with a `prompt` column
+    RunRecorder            a TrainerCallback that writes metrics.jsonl and completions.jsonl
+    write_summary()        summary.json, reward_curve.png and the printed end-of-run summary
+"""
+
+import json
+import os
+import platform
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import torch
+from datasets import DatasetDict, load_dataset
+from transformers import TrainerCallback
+
+# File extensions `--dataset_name` accepts for a single local file, and the `datasets` builder for each.
+LOCAL_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def device_defaults() -> dict:
+    """Defaults for the training config that depend on the hardware.
+
+    TRL's configs default to `bf16=True`, which fails on a machine without a GPU. With no CUDA device
+    we train on CPU in fp32 (`use_cpu=True` also makes `accelerate launch --multi_gpu` use gloo).
+    These are defaults: a flag or a `--config` YAML still overrides them.
+    """
+    if torch.cuda.is_available():
+        return {"bf16": torch.cuda.is_bf16_supported()}
+    return {"use_cpu": True, "bf16": False}
+
+
+def warn_if_tuned_defaults_kept(tiny_defaults: dict, tuned: dict, model_args, training_args) -> None:
+    """Warn when a run on another model keeps settings tuned for the bundled tiny model.
+
+    A 4-token completion budget or a 3e-4 learning rate is right for the tiny addition model and wrong
+    for almost any other, so say so up front rather than let a real run quietly go nowhere.
+    """
+    if model_args.model_name_or_path == tiny_defaults["model_name_or_path"]:
+        return
+    kept = {k: v for k, v in tuned.items() if getattr(training_args, k) == v}
+    if kept:
+        settings = ", ".join(f"--{k} {v}" for k, v in kept.items())
+        print(f"WARNING: {model_args.model_name_or_path} runs with settings tuned for the bundled tiny model: "
+              f"{settings}. Set them for your model, or start from a recipe in recipes/.")
+
+
+def load_prompt_dataset(
+    dataset_name: str,
+    dataset_config: str | None = None,
+    prompt_column: str = "prompt",
+    system_prompt: str | None = None,
+) -> DatasetDict:
+    """Load prompts from the hub or from disk and put them in TRL's `prompt` column.
+
+    Args:
+        dataset_name: a hub id (`openai/gsm8k`), a local folder that `datasets` can read
+            (e.g. `train.jsonl` + `test.jsonl`), or a single .jsonl/.json/.csv/.parquet file (its only split is `train`).
+        dataset_config: the hub dataset's config name (`main` for GSM8K), if it has several.
+        prompt_column: the column holding the prompt; it is renamed to `prompt`. It may hold a string
+            (standard format) or a list of `{"role", "content"}` messages (conversational format).
+        system_prompt: if set, every prompt becomes conversational with this system message first.
+
+    Returns:
+        A DatasetDict. Every other column (e.g. `answer`) is kept: the reward functions receive it as a kwarg.
+    """
+    path = Path(dataset_name)
+    if path.is_file():
+        builder = LOCAL_FILE_BUILDERS.get(path.suffix)
+        if builder is None:
+            raise ValueError(f"cannot read '{path}': use one of {', '.join(LOCAL_FILE_BUILDERS)}, or a folder")
+        dataset = load_dataset(builder, data_files={"train": str(path)})
+    else:  # a local folder, or a dataset on the hub
+        dataset = load_dataset(dataset_name, name=dataset_config)
+
+    if prompt_column != "prompt":
+        if prompt_column not in dataset["train"].column_names:
+            raise ValueError(
+                f"prompt column '{prompt_column}' not in {dataset_name}; columns are: {dataset['train'].column_names}"
+            )
+        if "prompt" in dataset["train"].column_names:
+            dataset = dataset.remove_columns("prompt")
+        dataset = dataset.rename_column(prompt_column, "prompt")
+
+    if system_prompt:
+
+        def add_system_prompt(prompt):
+            messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+            return {"prompt": [{"role": "system", "content": system_prompt}] + messages}
+
+        dataset = dataset.map(add_system_prompt, input_columns="prompt")
+    return dataset
+
+
+def prompt_text(prompt) -> str:
+    """A prompt in either format as one string, for logs: conversational prompts show their last message."""
+    return prompt[-1]["content"] if isinstance(prompt, list) else prompt
+
+
+class RunRecorder(TrainerCallback):
+    """Append each log to `metrics.jsonl`, and sampled completions to `completions.jsonl`.
+
+    Both files are append-only JSON lines, written by the main process only, so a crash never leaves a
+    half-written file behind: at worst the last line is missing.
+
+    Args:
+        output_dir: where the files go (created if needed).
+        samples: called at each logging step; returns the latest completions as a list of dicts
+            (prompt, completion, one key per reward). The trainer-specific part lives in each script.
+    """
+
+    def __init__(self, output_dir: str, samples: Callable[[], list[dict]]):
+        self.output_dir = Path(output_dir)
+        self.samples = samples
+        self.history: list[dict] = []  # every training log, also used by write_summary()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "train_runtime" in logs:
+            return  # the final log (train_runtime, train_loss) goes to summary.json instead
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        record = {"step": state.global_step, **logs}
+        self.history.append(record)
+        with open(self.output_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+        if "reward" in logs:  # a training log, not an eval one
+            with open(self.output_dir / "completions.jsonl", "a") as f:
+                f.writelines(json.dumps({"step": state.global_step, **row}) + "\n" for row in self.samples())
+
+
+def mean_reward_first_last(history: list[dict], key: str = "reward", fraction: float = 0.2) -> tuple[float, float]:
+    """Mean of `key` over the first and the last `fraction` of the logged steps that have it."""
+    values = [h[key] for h in history if h.get(key) is not None]
+    if not values:
+        return float("nan"), float("nan")
+    k = max(1, round(len(values) * fraction))
+    return sum(values[:k]) / k, sum(values[-k:]) / k
+
+
+def library_versions() -> dict:
+    import accelerate
+    import datasets
+    import peft
+    import transformers
+    import trl
+
+    return {
+        "python": platform.python_version(),
+        **{m.__name__: m.__version__ for m in (torch, transformers, trl, peft, accelerate, datasets)},
+    }
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    """Write JSON to a temporary file and rename it, so readers never see a half-written file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def plot_rewards(history: list[dict], reward_keys: list[str], path: Path, title: str) -> None:
+    """Plot the total reward, each reward function's mean and the eval reward against the training step."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key in ["reward", *reward_keys, "eval_reward"]:
+        points = [(h["step"], h[key]) for h in history if h.get(key) is not None]
+        if points:
+            style = {"reward": dict(linewidth=2), "eval_reward": dict(linestyle="--", marker="o")}.get(key, {})
+            ax.plot(*zip(*points), label=key, **style)
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean reward")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_summary(trainer, recorder: RunRecorder, train_output, script_args, training_args, model_args, title: str):
+    """Write summary.json and reward_curve.png, and print where everything went. Main process only."""
+    if not trainer.accelerator.is_main_process:
+        return
+    out = Path(training_args.output_dir)
+    history = [h for h in recorder.history if "reward" in h]
+    first, last = mean_reward_first_last(history)
+    reward_keys = sorted({k for h in history for k in h if k.startswith("rewards/") and k.endswith("/mean")})
+    summary = {
+        "command": " ".join(sys.argv),
+        "script_args": asdict(script_args),
+        "training_args": training_args.to_dict(),
+        "model_args": asdict(model_args),
+        "versions": library_versions(),
+        "world_size": trainer.accelerator.num_processes,
+        "global_step": trainer.state.global_step,
+        "train_runtime": train_output.metrics.get("train_runtime"),
+        "reward_first_20pct": first,
+        "reward_last_20pct": last,
+        "reward_per_func_last": {k: history[-1][k] for k in reward_keys} if history else {},
+    }
+    write_json_atomic(out / "summary.json", summary)
+    plot_rewards(recorder.history, reward_keys, out / "reward_curve.png", title)
+
+    print(
+        f"\n{title}: {trainer.state.global_step} steps in {summary['train_runtime']:.1f}s "
+        f"on {summary['world_size']} process(es)\n"
+        f"  mean reward, first 20% of logged steps: {first:.3f}\n"
+        f"  mean reward, last 20% of logged steps:  {last:.3f}\n"
+        f"  model:       {out}\n"
+        f"  metrics:     {out / 'metrics.jsonl'}\n"
+        f"  completions: {out / 'completions.jsonl'}\n"
+        f"  summary:     {out / 'summary.json'}\n"
+        f"  plot:        {out / 'reward_curve.png'}"
+    )

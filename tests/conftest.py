@@ -1,0 +1,60 @@
+"""Shared test helpers: run a training script the way a user does, and build tiny variants of the bundled model."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_MODEL = REPO / "assets" / "tiny-llama-addition"
+ADDITION = REPO / "assets" / "addition"
+
+# A chat template made only of characters the bundled character-level tokenizer knows.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
+
+def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bool = True, timeout: int = 300):
+    """Run `python <script> <args>` from `cwd` with the hub switched off, as a user would; fail with its output."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, str(REPO / script), *map(str, args)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        pytest.fail(f"{script} exited with {proc.returncode}\n--- stdout ---\n{proc.stdout[-3000:]}"
+                    f"\n--- stderr ---\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="session")
+def chat_model(tmp_path_factory) -> Path:
+    """A copy of the bundled model whose tokenizer has a chat template, for conversational prompts."""
+    from transformers import AutoTokenizer
+
+    out = tmp_path_factory.mktemp("chat-model")
+    shutil.copytree(TINY_MODEL, out, dirs_exist_ok=True)
+    tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def addition_rows() -> list[dict]:
+    return read_jsonl(ADDITION / "train.jsonl")
