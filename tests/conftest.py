@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,11 +21,27 @@ CHAT_TEMPLATE = (
 )
 
 
-def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bool = True, timeout: int = 300):
-    """Run `python <script> <args>` from `cwd` with the hub switched off, as a user would; fail with its output."""
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def accelerate_ddp(num_processes: int = 2) -> list[str]:
+    """`accelerate launch` with accelerate_configs/ddp.yaml; on a CPU-only machine the processes talk over gloo."""
+    return ["-m", "accelerate.commands.launch", "--config_file", str(REPO / "accelerate_configs" / "ddp.yaml"),
+            "--num_processes", str(num_processes), "--main_process_port", str(free_port())]
+
+
+def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bool = True, timeout: int = 300,
+               launcher: list[str] = ()):
+    """Run `python [launcher] <script> <args>` from `cwd` with the hub switched off, as a user would.
+
+    Fails the test with the script's output if it exits non-zero and `check` is set.
+    """
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
     proc = subprocess.run(
-        [sys.executable, str(REPO / script), *map(str, args)],
+        [sys.executable, *launcher, str(REPO / script), *map(str, args)],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
     )
     if check and proc.returncode != 0:
