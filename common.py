@@ -4,12 +4,14 @@ Nothing here is RL: it is the part of a training script that is the same whateve
 algorithm. Read the training scripts first; come here when you want to know how a piece works.
 
     device_defaults()      CPU-safe defaults (`use_cpu`, no bf16) when there is no GPU
+    check_gpu_options()    a clear error for vLLM / QLoRA without a GPU or the package
     warn_if_tuned_defaults_kept()  a warning when a real model runs with the tiny model's settings
     load_prompt_dataset()  a hub id or a local file/folder -> DatasetDict with a `prompt` column
     RunRecorder            a TrainerCallback that writes metrics.jsonl and completions.jsonl
     write_summary()        summary.json, reward_curve.png and the printed end-of-run summary
 """
 
+import importlib.util
 import json
 import os
 import platform
@@ -36,6 +38,26 @@ def device_defaults() -> dict:
     if torch.cuda.is_available():
         return {"bf16": torch.cuda.is_bf16_supported()}
     return {"use_cpu": True, "bf16": False}
+
+
+def check_gpu_options(training_args, model_args) -> None:
+    """Stop early, with one clear sentence, when an option needs a GPU or a package this machine lacks.
+
+    vLLM generation (`--use_vllm`) and QLoRA (`--load_in_4bit` / `--load_in_8bit`, via bitsandbytes)
+    only run on CUDA GPUs. Without this check they fail deep inside TRL after the model has loaded.
+    """
+    needs = []
+    if getattr(training_args, "use_vllm", False):
+        needs.append(("--use_vllm", "vllm", 'pip install "vllm>=0.19,<=0.27.1"'))
+    if model_args.load_in_4bit or model_args.load_in_8bit:
+        if not model_args.use_peft:
+            raise SystemExit("error: --load_in_4bit/--load_in_8bit quantize a frozen base: add --use_peft to train LoRA on it")
+        needs.append(("--load_in_4bit/--load_in_8bit", "bitsandbytes", "pip install bitsandbytes"))
+    for flag, package, install in needs:
+        if not torch.cuda.is_available():
+            raise SystemExit(f"error: {flag} needs a CUDA GPU and none is visible; drop the flag to run on CPU")
+        if importlib.util.find_spec(package) is None:
+            raise SystemExit(f"error: {flag} needs the `{package}` package: {install}")
 
 
 def warn_if_tuned_defaults_kept(tiny_defaults: dict, tuned: dict, model_args, training_args) -> None:

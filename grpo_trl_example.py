@@ -31,9 +31,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import AutoTokenizer
-from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config
+from trl import (
+    GRPOConfig,
+    GRPOTrainer,
+    ModelConfig,
+    ScriptArguments,
+    TrlParser,
+    get_peft_config,
+    get_quantization_config,
+)
 
-from common import RunRecorder, device_defaults, load_prompt_dataset, warn_if_tuned_defaults_kept, write_summary
+from common import (
+    RunRecorder,
+    check_gpu_options,
+    device_defaults,
+    load_prompt_dataset,
+    warn_if_tuned_defaults_kept,
+    write_summary,
+)
 from rewards import get_reward_funcs, reward_names
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -101,6 +116,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     if tokenizer.pad_token is None:  # GPT-2-style tokenizers; GRPO masks everything after the first eos anyway
         tokenizer.pad_token = tokenizer.eos_token
     peft_config = get_peft_config(model_args)  # None unless --use_peft
+    quantization_config = get_quantization_config(model_args)  # QLoRA: None unless --load_in_4bit/8bit
 
     ################
     # Dataset
@@ -132,6 +148,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         eval_dataset=eval_dataset if training_args.eval_strategy != "no" else None,
         processing_class=tokenizer,
         peft_config=peft_config,
+        quantization_config=quantization_config,
     )
 
     def latest_completions() -> list[dict]:
@@ -159,5 +176,6 @@ if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
     script_args, training_args, model_args = parser.parse_args_and_config()
+    check_gpu_options(training_args, model_args)
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
     main(script_args, training_args, model_args)

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 import yaml
 from conftest import ADDITION, REPO, read_jsonl, run_script, write_jsonl
 
@@ -168,3 +169,15 @@ def test_recipes_parse(recipe):
     _, _, model_args = parser.parse_args_and_config(["--config", str(recipe)])
     assert model_args.model_name_or_path != script.TINY_TASK_DEFAULTS["model_name_or_path"]
     assert set(script.TUNED_FOR_TINY_MODEL) <= set(yaml.safe_load(recipe.read_text()))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
+@pytest.mark.parametrize("flags, message", [
+    (["--use_vllm"], "error: --use_vllm needs a CUDA GPU and none is visible"),
+    (["--load_in_4bit", "--use_peft"], "error: --load_in_4bit/--load_in_8bit needs a CUDA GPU"),
+    (["--load_in_4bit"], "add --use_peft"),
+])
+def test_gpu_only_options_fail_early_on_cpu(tmp_path, flags, message):
+    proc = run_script(SCRIPT, *flags, "--output_dir", tmp_path / "out", cwd=tmp_path, check=False)
+    assert proc.returncode == 1 and message in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()  # nothing ran
