@@ -49,6 +49,7 @@ from common import (
     warn_if_tuned_defaults_kept,
     write_summary,
 )
+from evaluation import BeforeAfterEval
 from rewards import get_reward_funcs, reward_names
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -97,6 +98,15 @@ class GRPOScriptArguments(ScriptArguments):
         default=None,
         metadata={"help": "If set, each prompt becomes a chat with this system message first."},
     )
+    eval_num_samples: int = field(
+        default=0,
+        metadata={"help": "If K > 0, sample K completions (and one greedy) per eval prompt before and after "
+                  "training, and write mean reward, greedy accuracy, pass@1, pass@K and maj@K to eval.json."},
+    )
+    eval_max_prompts: int = field(
+        default=256,
+        metadata={"help": "Evaluate on at most this many prompts of the eval split."},
+    )
 
 
 def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
@@ -126,6 +136,13 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     )
     train_dataset = dataset[script_args.dataset_train_split]
     eval_dataset = dataset.get(script_args.dataset_test_split)
+    eval_source = f"split '{script_args.dataset_test_split}'"
+    if eval_dataset is None and script_args.eval_num_samples > 0:
+        # No eval split: hold out a fixed, seeded 10% of train for the before/after evaluation.
+        split = train_dataset.train_test_split(test_size=0.1, seed=training_args.seed)
+        train_dataset, eval_dataset = split["train"], split["test"]
+        eval_source = f"{len(eval_dataset)} prompts held out of '{script_args.dataset_train_split}' (seed {training_args.seed})"
+        print(f"no '{script_args.dataset_test_split}' split in {script_args.dataset_name}: evaluating on {eval_source}")
     if eval_dataset is None and training_args.eval_strategy != "no":
         print(f"no '{script_args.dataset_test_split}' split in {script_args.dataset_name}: evaluation is off")
         training_args.eval_strategy = "no"
@@ -163,13 +180,29 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
 
     recorder = RunRecorder(training_args.output_dir, latest_completions)
     trainer.add_callback(recorder)
+
+    # Held-out pass@k / maj@k before and after training (--eval_num_samples K), on the main process.
+    held_out = None
+    if script_args.eval_num_samples > 0 and trainer.accelerator.is_main_process:
+        held_out = BeforeAfterEval(
+            eval_dataset, eval_source, tokenizer, reward_funcs, script_args.eval_num_samples,
+            script_args.eval_max_prompts, training_args.temperature, training_args.max_completion_length,
+            training_args.seed,
+        )
+        held_out.run(trainer.accelerator.unwrap_model(trainer.model), "before")
+
     train_output = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+
+    if held_out is not None:
+        held_out.run(trainer.accelerator.unwrap_model(trainer.model), "after")
 
     ################
     # Save
     ################
     trainer.save_model(training_args.output_dir)  # the full model, or only the adapter under LoRA
     write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="GRPO")
+    if held_out is not None:
+        held_out.write(training_args.output_dir)
 
 
 if __name__ == "__main__":

@@ -82,9 +82,13 @@ def test_gsm8k_layout_with_prompt_column(tmp_path, addition_rows):
                        [{"question": r["prompt"], "answer": f"Add the digits.\n#### {r['answer']}"}
                         for r in addition_rows])
     out = tmp_path / "out"
-    run_script(SCRIPT, "--dataset_name", data, "--dataset_prompt_column", "question",
+    run_script(SCRIPT, "--dataset_name", data, "--dataset_prompt_column", "question", "--eval_num_samples", 2,
                "--output_dir", out, *TINY, cwd=tmp_path)
     rows = read_jsonl(out / "completions.jsonl")
+    # no test split: the before/after evaluation holds out a seeded 10% of train
+    report = json.loads((out / "eval.json").read_text())
+    assert report["num_prompts"] == 8 and "held out of 'train' (seed 42)" in report["source"]
+    assert 0.0 <= report["after"]["accuracy"]["pass@2"] <= 1.0
     # the starting policy is right ~2/3 of the time: a parsed GSM8K gold must give some reward
     assert sum(r["accuracy"] for r in rows) > 0
     for row in rows:
@@ -145,16 +149,25 @@ def test_unknown_reward_is_a_clear_error(tmp_path):
 
 
 def test_default_run_learns(tmp_path):
-    """The no-argument run, seeded: mean reward over the last 20% of logged steps beats the first 20%.
+    """The default run, seeded: mean reward over the last 20% of logged steps beats the first 20%,
+    and held-out pass@1 on the test split improves.
 
-    Measured (2 cores, seeds 1, 2, 3, 42): first 0.59-0.65 -> last 0.78-0.82, a rise of 0.14-0.21.
+    Measured (2 cores, seeds 1, 2, 3, 42): first 0.59-0.65 -> last 0.78-0.82, a rise of 0.14-0.21;
+    held-out pass@1 0.47 -> 0.57 and greedy accuracy 0.65 -> 0.90 at seed 42.
     """
     out = tmp_path / "out"
-    run_script(SCRIPT, "--output_dir", out, "--seed", 42, cwd=tmp_path)
+    proc = run_script(SCRIPT, "--output_dir", out, "--seed", 42, "--eval_num_samples", 8, cwd=tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 300
     assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.08
     assert summary["reward_last_20pct"] >= 0.7
+
+    report = json.loads((out / "eval.json").read_text())
+    assert report["source"] == "split 'test'" and report["num_prompts"] == 20 and report["num_samples"] == 8
+    before, after = report["before"]["accuracy"], report["after"]["accuracy"]
+    assert set(after) == {"mean_reward", "greedy_accuracy", "pass@1", "pass@8", "maj@8"}
+    assert after["pass@1"] > before["pass@1"]
+    assert "pass@1" in proc.stdout and "before   after" in proc.stdout
 
 
 @pytest.mark.parametrize("recipe", sorted((REPO / "recipes").glob("*/grpo/*.yaml")), ids=lambda p: p.parent.parent.name)
