@@ -8,7 +8,8 @@ algorithm. Read the training scripts first; come here when you want to know how 
     warn_if_tuned_defaults_kept()  a warning when a real model runs with the tiny model's settings
     load_prompt_dataset()  a hub id or a local file/folder -> DatasetDict with a `prompt` column
     RunRecorder            a TrainerCallback that writes metrics.jsonl and completions.jsonl
-    write_summary()        summary.json, reward_curve.png and the printed end-of-run summary
+    NoSignalWatchdog       a TrainerCallback that warns (or stops) when the reward gives no signal
+    write_summary()        summary.json, reward_curve.png, training_curves.png and the printed summary
 """
 
 import importlib.util
@@ -157,6 +158,62 @@ class RunRecorder(TrainerCallback):
                 f.writelines(json.dumps({"step": state.global_step, **row}) + "\n" for row in self.samples())
 
 
+class NoSignalWatchdog(TrainerCallback):
+    """Say so when training has stopped getting a learning signal, and why that usually happens.
+
+    Policy-gradient methods learn from differences in reward. Two patterns in the logs mean there
+    are none: GRPO's `frac_reward_zero_std` near 1 (every completion of a prompt got the same reward,
+    so every advantage is 0), or a total reward that has not moved for `patience` logging steps.
+    Either prints one warning with the usual fixes; with `stop=True` training then stops cleanly
+    (the model and outputs are still written). With `beta=0` a zero loss is expected, and is
+    explained once so it is not mistaken for a bug.
+
+    Args:
+        patience: how many consecutive logging steps without signal before warning.
+        stop: stop training at the warning (`--stop_on_no_signal`).
+        beta: the KL coefficient, for the zero-loss explanation; None where it does not apply (PPO).
+    """
+
+    FIXES = (
+        "Usual fixes: more completions per prompt (--num_generations), a higher --temperature, a reward "
+        "with partial credit (e.g. add tag_count next to format), or check that the reward can read your "
+        "completions at all (look at completions.jsonl: is the answer where the parser looks?)."
+    )
+
+    def __init__(self, patience: int = 5, stop: bool = False, beta: float | None = None):
+        self.patience, self.stop, self.beta = patience, stop, beta
+        self.recent: list[dict] = []
+        self.warned = self.explained_zero_loss = False
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or logs.get("reward") is None:
+            return
+        self.recent = (self.recent + [logs])[-self.patience :]
+        rewards = [log["reward"] for log in self.recent]
+        reason = None
+        if len(self.recent) == self.patience:
+            if all(log.get("frac_reward_zero_std", 0.0) >= 0.95 for log in self.recent):
+                reason = "frac_reward_zero_std >= 0.95: the completions of each prompt all got the same reward"
+            elif max(rewards) - min(rewards) < 1e-6:
+                reason = f"the mean reward has stayed at {rewards[-1]:.4g}"
+        if reason is None:
+            self.warned = False  # signal is back: warn again if it is lost again
+        elif not self.warned:
+            self.warned = True
+            if state.is_world_process_zero:
+                print(f"\nWARNING: no learning signal for {self.patience} logging steps (step {state.global_step}): "
+                      f"{reason}, so the advantages are zero and the policy does not change. {self.FIXES}")
+            if self.stop:
+                control.should_training_stop = True
+                if state.is_world_process_zero:
+                    print("Stopping training (--stop_on_no_signal).")
+        if self.beta == 0 and abs(logs.get("loss", 1.0)) < 1e-8 and not self.explained_zero_loss:
+            self.explained_zero_loss = True
+            if state.is_world_process_zero:
+                print("\nNOTE: loss is 0 with beta=0. This is expected: GRPO's advantages have zero mean within each "
+                      "group, so the loss is about 0 at every step even while the policy learns. Watch the reward.")
+
+
 def mean_reward_first_last(history: list[dict], key: str = "reward", fraction: float = 0.2) -> tuple[float, float]:
     """Mean of `key` over the first and the last `fraction` of the logged steps that have it."""
     values = [h[key] for h in history if h.get(key) is not None]
@@ -209,8 +266,38 @@ def plot_rewards(history: list[dict], reward_keys: list[str], path: Path, title:
     plt.close(fig)
 
 
+# Panels of training_curves.png: a title and the metric keys to draw, GRPO's and PPO's names alike.
+TRAINING_PANELS = [
+    ("KL to the reference", ["kl", "objective/kl"]),
+    ("completion length (tokens)", ["completions/mean_length", "completion_length"]),
+]
+
+
+def plot_training(history: list[dict], reward_keys: list[str], path: Path, title: str) -> None:
+    """One PNG with a panel per reward function's mean, then KL and completion length, against the step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(key.removeprefix("rewards/").removesuffix("/mean"), [key]) for key in reward_keys] + TRAINING_PANELS
+    panels = [(name, [k for k in keys if any(h.get(k) is not None for h in history)]) for name, keys in panels]
+    panels = [(name, keys) for name, keys in panels if keys]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.2 * len(panels)), sharex=True, squeeze=False)
+    for ax, (name, keys) in zip(axes[:, 0], panels):
+        for key in keys:
+            ax.plot(*zip(*[(h["step"], h[key]) for h in history if h.get(key) is not None]), label=key)
+        ax.set_title(name, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("step")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def write_summary(trainer, recorder: RunRecorder, train_output, script_args, training_args, model_args, title: str):
-    """Write summary.json and reward_curve.png, and print where everything went. Main process only."""
+    """Write summary.json and the plots, and print where everything went. Main process only."""
     if not trainer.accelerator.is_main_process:
         return
     out = Path(training_args.output_dir)
@@ -232,6 +319,7 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
     }
     write_json_atomic(out / "summary.json", summary)
     plot_rewards(recorder.history, reward_keys, out / "reward_curve.png", title)
+    plot_training(history, reward_keys, out / "training_curves.png", title)
 
     print(
         f"\n{title}: {trainer.state.global_step} steps in {summary['train_runtime']:.1f}s "
@@ -242,5 +330,5 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
         f"  metrics:     {out / 'metrics.jsonl'}\n"
         f"  completions: {out / 'completions.jsonl'}\n"
         f"  summary:     {out / 'summary.json'}\n"
-        f"  plot:        {out / 'reward_curve.png'}"
+        f"  plots:       {out / 'reward_curve.png'}, {out / 'training_curves.png'}"
     )

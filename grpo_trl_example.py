@@ -42,6 +42,7 @@ from trl import (
 )
 
 from common import (
+    NoSignalWatchdog,
     RunRecorder,
     check_gpu_options,
     device_defaults,
@@ -107,6 +108,21 @@ class GRPOScriptArguments(ScriptArguments):
         default=256,
         metadata={"help": "Evaluate on at most this many prompts of the eval split."},
     )
+    reference_mode: str = field(
+        default="static",
+        metadata={"help": "The KL reference: `static` (the starting policy), `ema` (ref <- a*policy + (1-a)*ref "
+                  "every --ref_model_sync_steps, a = --ref_model_mixup_alpha) or `periodic` (ref <- policy every "
+                  "--ref_model_sync_steps). Needs --beta > 0 and full fine-tuning.",
+                  "choices": ["static", "ema", "periodic"]},
+    )
+    no_signal_patience: int = field(
+        default=5,
+        metadata={"help": "Warn when the reward gives no learning signal for this many logging steps."},
+    )
+    stop_on_no_signal: bool = field(
+        default=False,
+        metadata={"help": "Stop training cleanly, instead of only warning, when there is no learning signal."},
+    )
 
 
 def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
@@ -126,6 +142,14 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     if tokenizer.pad_token is None:  # GPT-2-style tokenizers; GRPO masks everything after the first eos anyway
         tokenizer.pad_token = tokenizer.eos_token
     peft_config = get_peft_config(model_args)  # None unless --use_peft
+    # The KL reference (GRPOConfig.sync_ref_model, from TR-DPO, Gorbatovski et al. 2024): `static` keeps the
+    # starting policy; `ema` and `periodic` move it toward the policy every ref_model_sync_steps, softly
+    # (mixup alpha) or all the way (alpha 1). A moving reference lets the policy drift further from where
+    # it started; a static one holds it closest.
+    if script_args.reference_mode != "static":
+        training_args.sync_ref_model = True
+        if script_args.reference_mode == "periodic":
+            training_args.ref_model_mixup_alpha = 1.0
     quantization_config = get_quantization_config(model_args)  # QLoRA: None unless --load_in_4bit/8bit
 
     ################
@@ -180,6 +204,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
 
     recorder = RunRecorder(training_args.output_dir, latest_completions)
     trainer.add_callback(recorder)
+    trainer.add_callback(
+        NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, training_args.beta)
+    )
 
     # Held-out pass@k / maj@k before and after training (--eval_num_samples K), on the main process.
     held_out = None
@@ -210,5 +237,8 @@ if __name__ == "__main__":
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
     script_args, training_args, model_args = parser.parse_args_and_config()
     check_gpu_options(training_args, model_args)
+    if script_args.reference_mode != "static" and (training_args.beta == 0 or model_args.use_peft):
+        raise SystemExit(f"error: --reference_mode {script_args.reference_mode} updates a separate reference model, "
+                         "which exists only with --beta > 0 and without --use_peft")
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
     main(script_args, training_args, model_args)

@@ -45,7 +45,7 @@ def test_default_task_outputs(tmp_path):
     assert 0.0 <= summary["reward_first_20pct"] <= 1.0 and 0.0 <= summary["reward_last_20pct"] <= 1.0
     assert summary["script_args"]["reward_funcs"] == ["accuracy"]
     assert summary["training_args"]["use_cpu"] is True and summary["training_args"]["bf16"] is False
-    assert (out / "reward_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "reward_curve.png").read_bytes()[:4] == (out / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
     assert "mean reward, last 20% of logged steps" in proc.stdout
 
     # the trained policy is a plain causal LM that loads and generates
@@ -194,3 +194,30 @@ def test_gpu_only_options_fail_early_on_cpu(tmp_path, flags, message):
     proc = run_script(SCRIPT, *flags, "--output_dir", tmp_path / "out", cwd=tmp_path, check=False)
     assert proc.returncode == 1 and message in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_no_signal_watchdog_warns_and_stops(tmp_path):
+    """A constant reward gives every completion the same reward: the watchdog warns, explains the zero
+    loss at beta=0, and --stop_on_no_signal ends the run early but cleanly."""
+    (tmp_path / "const.py").write_text("def one(completions, **kwargs):\n    return [1.0] * len(completions)\n")
+    out = tmp_path / "out"
+    proc = run_script(SCRIPT, "--reward_funcs", "const.one", "--beta", 0, "--max_steps", 20, "--logging_steps", 1,
+                      "--eval_strategy", "no", "--no_signal_patience", 3, "--stop_on_no_signal",
+                      "--output_dir", out, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    assert "WARNING: no learning signal for 3 logging steps (step 3): frac_reward_zero_std" in proc.stdout
+    assert "--num_generations" in proc.stdout and "Stopping training (--stop_on_no_signal)" in proc.stdout
+    assert proc.stdout.count("NOTE: loss is 0 with beta=0") == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["global_step"] == 3 and (out / "model.safetensors").exists()
+
+
+def test_reference_modes(tmp_path):
+    out = tmp_path / "out"
+    run_script(SCRIPT, "--reference_mode", "periodic", "--ref_model_sync_steps", 2, "--output_dir", out, *TINY,
+               cwd=tmp_path)
+    args = json.loads((out / "summary.json").read_text())["training_args"]
+    assert args["sync_ref_model"] is True and args["ref_model_mixup_alpha"] == 1.0 and args["ref_model_sync_steps"] == 2
+    # with LoRA there is no separate reference to move
+    proc = run_script(SCRIPT, "--reference_mode", "ema", "--use_peft", "--output_dir", tmp_path / "lora", cwd=tmp_path,
+                      check=False)
+    assert proc.returncode == 1 and "--reference_mode ema updates a separate reference model" in proc.stderr
