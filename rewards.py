@@ -26,6 +26,7 @@ and pass `--reward_funcs accuracy my_module.my_reward`, or add it to `REWARD_FUN
 """
 
 import importlib
+import inspect
 import logging
 import math
 import re
@@ -255,15 +256,60 @@ REWARD_FACTORIES: dict[str, Callable[..., Callable]] = {
 }
 
 
-class _NamedReward:
-    """A reward renamed to its registry name (TRL logs `rewards/<__name__>/mean`); a class, so it pickles."""
+class RewardError(Exception):
+    """A reward function failed or returned something the trainers cannot use."""
+
+
+class CheckedReward:
+    """A reward function under its registry name, whose output is checked on every call.
+
+    TRL logs a reward as `rewards/<__name__>/mean`, so registered rewards take their registry name. Every
+    call checks that the reward returned one float (or None) per completion, none NaN or infinite; if the
+    function raises, it is called again sample by sample to name the one that fails. Either way the error
+    names the reward and the sample, instead of surfacing deep inside TRL. A class, so it pickles.
+
+    >>> CheckedReward("half", lambda completions, **kw: [0.5] * len(completions))(["a", "b"])
+    [0.5, 0.5]
+    >>> CheckedReward("bad", lambda completions, **kw: [float("nan")])(["a"])
+    Traceback (most recent call last):
+    ...
+    rewards.RewardError: reward 'bad' returned nan for sample 0 ('a'); return None to skip a sample it cannot score
+    """
 
     def __init__(self, name: str, reward_func: Callable):
         self.__name__ = name
         self.reward_func = reward_func
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
-        return self.reward_func(completions=completions, **kwargs)
+        try:
+            rewards = self.reward_func(completions=completions, **kwargs)
+        except Exception as err:
+            where = self._failing_sample(completions, kwargs)
+            raise RewardError(f"reward '{self.__name__}' raised {type(err).__name__}{where}: {err}") from err
+        if not isinstance(rewards, (list, tuple)) or len(rewards) != len(completions):
+            got = f"{len(rewards)} values" if isinstance(rewards, (list, tuple)) else f"a {type(rewards).__name__}"
+            raise RewardError(f"reward '{self.__name__}' returned {got} for {len(completions)} completions; "
+                              "it must return a list with one float (or None) per completion")
+        for i, reward in enumerate(rewards):
+            sample = f"sample {i} ({completion_text(completions[i])[:60]!r})"
+            if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
+                raise RewardError(f"reward '{self.__name__}' returned {reward!r} ({type(reward).__name__}) for "
+                                  f"{sample}; rewards must be floats, or None to skip a sample")
+            if reward is not None and not math.isfinite(reward):
+                raise RewardError(f"reward '{self.__name__}' returned {reward} for {sample}; "
+                                  "return None to skip a sample it cannot score")
+        return list(rewards)
+
+    def _failing_sample(self, completions, kwargs) -> str:
+        """Call the reward on one sample at a time; describe the first that raises, or '' if none does alone."""
+        n = len(completions)
+        for i in range(n):
+            one = {k: v[i : i + 1] if isinstance(v, list) and len(v) == n else v for k, v in kwargs.items()}
+            try:
+                self.reward_func(completions=completions[i : i + 1], **one)
+            except Exception:
+                return f" on sample {i} ({completion_text(completions[i])[:60]!r})"
+        return ""
 
 
 def reward_names() -> list[str]:
@@ -284,7 +330,8 @@ def get_reward_funcs(names: list[str], max_completion_length: int) -> list[Calla
         max_completion_length: Passed to the rewards in `REWARD_FACTORIES`.
 
     Returns:
-        The reward functions, in order. Registered ones are named after their registry name.
+        The reward functions, in order, each a `CheckedReward` (async ones excepted). Registered ones
+        are named after their registry name, yours after the function.
 
     >>> [f.__name__ for f in get_reward_funcs(["accuracy", "overlong"], max_completion_length=256)]
     ['accuracy', 'overlong']
@@ -292,10 +339,10 @@ def get_reward_funcs(names: list[str], max_completion_length: int) -> list[Calla
     funcs = []
     for name in names:
         if name in REWARD_FUNCS:
-            funcs.append(_NamedReward(name, REWARD_FUNCS[name]))
+            funcs.append(CheckedReward(name, REWARD_FUNCS[name]))
         elif name in REWARD_FACTORIES:
             reward_func = REWARD_FACTORIES[name](max_completion_length=max_completion_length)
-            funcs.append(_NamedReward(name, reward_func))
+            funcs.append(CheckedReward(name, reward_func))
         elif "." in name:
             module_name, _, attr = name.rpartition(".")
             try:
@@ -307,7 +354,8 @@ def get_reward_funcs(names: list[str], max_completion_length: int) -> list[Calla
                 ) from err
             if not callable(func):
                 raise ValueError(f"reward '{name}' is a {type(func).__name__}, not a function")
-            funcs.append(func)
+            # async rewards go to GRPOTrainer as they are: it runs them concurrently, unchecked
+            funcs.append(func if inspect.iscoroutinefunction(func) else CheckedReward(getattr(func, "__name__", attr), func))
         else:
             raise ValueError(
                 f"unknown reward '{name}'; choose one of: {', '.join(reward_names())}, "

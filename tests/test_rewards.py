@@ -6,6 +6,8 @@ import pytest
 from rewards import (
     REWARD_FACTORIES,
     REWARD_FUNCS,
+    CheckedReward,
+    RewardError,
     accuracy_reward,
     completion_text,
     extract_answer,
@@ -214,3 +216,44 @@ def test_dotted_path_import_failure():
     assert "No module named 'no_such_module_xyz'" in message
     assert "PYTHONPATH" in message
     assert isinstance(err.value.__cause__, ImportError)
+
+
+# ---- CheckedReward: a misbehaving reward names itself and the sample -------------------------------------------
+
+
+def _checked(body: str):
+    namespace = {}
+    exec(f"def my_reward(completions, answer=None, **kwargs):\n    {body}\n", namespace)
+    return CheckedReward("my_reward", namespace["my_reward"])
+
+
+def test_checked_reward_that_raises_names_the_sample_and_keeps_the_error():
+    reward = _checked("return [1.0 / int(a) for a in answer]")
+    with pytest.raises(RewardError, match=r"reward 'my_reward' raised ZeroDivisionError on sample 1 \('y'\)") as info:
+        reward(["x", "y", "z"], answer=["1", "0", "2"])
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("return [1.0]", r"returned 1 values for 2 completions"),
+    ("return 1.0", r"returned a float for 2 completions"),
+    ("return [1.0, '1']", r"returned '1' \(str\) for sample 1 \('b'\); rewards must be floats"),
+    ("return [1.0, float('nan')]", r"returned nan for sample 1 \('b'\); return None to skip"),
+    ("return [float('inf'), 1.0]", r"returned inf for sample 0 \('a'\)"),
+])
+def test_checked_reward_rejects_bad_output(body, message):
+    with pytest.raises(RewardError, match=message):
+        _checked(body)(["a", "b"])
+
+
+def test_checked_reward_passes_none_and_numbers_through():
+    assert _checked("return [None, 1, 0.5]")(["a", "b", "c"]) == [None, 1, 0.5]
+
+
+def test_dotted_rewards_are_checked_and_keep_their_name(tmp_path, monkeypatch):
+    (tmp_path / "user_rewards_checked.py").write_text("def shout(completions, **kw):\n    return ['loud'] * len(completions)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    [reward] = get_reward_funcs(["user_rewards_checked.shout"], max_completion_length=8)
+    assert reward.__name__ == "shout"
+    with pytest.raises(RewardError, match="reward 'shout' returned 'loud'"):
+        reward(["a"])
