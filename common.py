@@ -3,7 +3,9 @@
 Nothing here is RL: it is the part of a training script that is the same whatever the
 algorithm. Read the training scripts first; come here when you want to know how a piece works.
 
+    parse_args()           TrlParser parsing, with valid batch sizes suggested when TRL rejects one
     device_defaults()      CPU-safe defaults (`use_cpu`, no bf16) when there is no GPU
+    check_model_path()     a clear error for a model that is neither a directory nor on the hub
     check_gpu_options()    a clear error for vLLM / QLoRA without a GPU or the package
     warn_if_tuned_defaults_kept()  a warning when a real model runs with the tiny model's settings
     load_prompt_dataset()  a hub id or a local file/folder -> DatasetDict with a `prompt` column
@@ -16,6 +18,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -29,6 +32,28 @@ from transformers import TrainerCallback
 LOCAL_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
+def parse_args(parser):
+    """`parser.parse_args_and_config()`, adding the nearest valid settings to TRL's batch-geometry error.
+
+    GRPOConfig checks at parse time, before any model loads, that every generation batch holds whole
+    groups of `num_generations` completions; its message says what is wrong but not what would be right.
+    """
+    try:
+        return parser.parse_args_and_config()
+    except ValueError as err:
+        found = re.search(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)", str(err))
+        if not found:
+            raise
+        size, group = map(int, found.groups())
+        nearest = sorted({v for v in (size // group * group, -(-size // group) * group) if v > 0})
+        raise SystemExit(
+            f"error: {err} The generation batch is per_device_train_batch_size x processes x steps_per_generation "
+            f"completions; the nearest valid sizes are {' and '.join(map(str, nearest))} (on one process with "
+            f"steps_per_generation 1: --per_device_train_batch_size {' or '.join(map(str, nearest))}), "
+            f"or change --num_generations."
+        ) from None
+
+
 def device_defaults() -> dict:
     """Defaults for the training config that depend on the hardware.
 
@@ -39,6 +64,25 @@ def device_defaults() -> dict:
     if torch.cuda.is_available():
         return {"bf16": torch.cuda.is_bf16_supported()}
     return {"use_cpu": True, "bf16": False}
+
+
+def check_model_path(name: str, revision: str = "main", flag: str = "--model_name_or_path") -> None:
+    """Stop with one clear sentence when a model is neither a local directory nor on the hub.
+
+    Without this, a typo surfaces as a hub error about repo-id syntax, or a long retrying download.
+    """
+    if Path(name).expanduser().is_dir():
+        return
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise SystemExit(f"error: {flag} {name}: no such directory")
+    from huggingface_hub import constants, hf_hub_download
+
+    try:
+        hf_hub_download(name, "config.json", revision=revision)  # from the local cache when offline
+    except Exception as err:
+        why = ("the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache" if constants.HF_HUB_OFFLINE
+               else f"the hub could not serve it ({type(err).__name__})")
+        raise SystemExit(f"error: {flag} {name} is not a local directory, and {why}") from None
 
 
 def check_gpu_options(training_args, model_args) -> None:
@@ -81,6 +125,7 @@ def load_prompt_dataset(
     dataset_config: str | None = None,
     prompt_column: str = "prompt",
     system_prompt: str | None = None,
+    train_split: str = "train",
 ) -> DatasetDict:
     """Load prompts from the hub or from disk and put them in TRL's `prompt` column.
 
@@ -91,27 +136,38 @@ def load_prompt_dataset(
         prompt_column: the column holding the prompt; it is renamed to `prompt`. It may hold a string
             (standard format) or a list of `{"role", "content"}` messages (conversational format).
         system_prompt: if set, every prompt becomes conversational with this system message first.
+        train_split: the split that must exist.
 
     Returns:
-        A DatasetDict. Every other column (e.g. `answer`) is kept: the reward functions receive it as a kwarg.
+        A DatasetDict; a missing train split, an empty split or a missing prompt column stops the script with
+        a message naming what is there. Every other column (e.g. `answer`) is kept: the reward functions receive it as a kwarg.
     """
     path = Path(dataset_name)
     if path.is_file():
         builder = LOCAL_FILE_BUILDERS.get(path.suffix)
         if builder is None:
-            raise ValueError(f"cannot read '{path}': use one of {', '.join(LOCAL_FILE_BUILDERS)}, or a folder")
+            raise SystemExit(f"error: cannot read '{path}': use a {', '.join(LOCAL_FILE_BUILDERS)} file, or a folder")
+        if path.stat().st_size == 0:  # `datasets` fails on an empty file with a bare StopIteration
+            raise SystemExit(f"error: {path} is empty")
         dataset = load_dataset(builder, data_files={"train": str(path)})
     else:  # a local folder, or a dataset on the hub
         dataset = load_dataset(dataset_name, name=dataset_config)
 
+    if train_split not in dataset:
+        raise SystemExit(f"error: no split '{train_split}' in {dataset_name}; its splits are: {', '.join(dataset)}. "
+                         "Choose one with --dataset_train_split")
+    for name, split in dataset.items():
+        if len(split) == 0:
+            raise SystemExit(f"error: split '{name}' of {dataset_name} is empty")
+        if prompt_column not in split.column_names:
+            raise SystemExit(f"error: no prompt column '{prompt_column}' in split '{name}' of {dataset_name}; its "
+                             f"columns are: {', '.join(split.column_names)}. Choose one with --dataset_prompt_column")
     if prompt_column != "prompt":
-        if prompt_column not in dataset["train"].column_names:
-            raise ValueError(
-                f"prompt column '{prompt_column}' not in {dataset_name}; columns are: {dataset['train'].column_names}"
-            )
-        if "prompt" in dataset["train"].column_names:
-            dataset = dataset.remove_columns("prompt")
-        dataset = dataset.rename_column(prompt_column, "prompt")
+        dataset = DatasetDict({
+            name: (split.remove_columns("prompt") if "prompt" in split.column_names else split)
+            .rename_column(prompt_column, "prompt")
+            for name, split in dataset.items()
+        })
 
     if system_prompt:
 

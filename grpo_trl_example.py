@@ -45,8 +45,10 @@ from common import (
     NoSignalWatchdog,
     RunRecorder,
     check_gpu_options,
+    check_model_path,
     device_defaults,
     load_prompt_dataset,
+    parse_args,
     warn_if_tuned_defaults_kept,
     write_summary,
 )
@@ -156,7 +158,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # Dataset
     ################
     dataset = load_prompt_dataset(
-        script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column, script_args.system_prompt
+        script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column,
+        script_args.system_prompt, script_args.dataset_train_split,
     )
     train_dataset = dataset[script_args.dataset_train_split]
     eval_dataset = dataset.get(script_args.dataset_test_split)
@@ -235,8 +238,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
 if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
-    script_args, training_args, model_args = parser.parse_args_and_config()
+    script_args, training_args, model_args = parse_args(parser)
     check_gpu_options(training_args, model_args)
+    check_model_path(model_args.model_name_or_path, model_args.model_revision)
     if script_args.reference_mode != "static" and (training_args.beta == 0 or model_args.use_peft):
         raise SystemExit(f"error: --reference_mode {script_args.reference_mode} updates a separate reference model, "
                          "which exists only with --beta > 0 and without --use_peft")

@@ -1,0 +1,84 @@
+"""Bad input gets one clear sentence, early, naming the problem and what would be valid."""
+
+import pytest
+from conftest import ADDITION, run_script, write_jsonl
+
+SCRIPT = "grpo_trl_example.py"
+TINY = ["--max_steps", 2, "--logging_steps", 1, "--eval_strategy", "no"]
+
+
+def fails_with(tmp_path, *args, env=None):
+    """Run the GRPO script, expect failure, and return its stderr."""
+    proc = run_script(SCRIPT, *args, "--output_dir", tmp_path / "out", cwd=tmp_path, env=env, check=False)
+    assert proc.returncode != 0
+    return proc.stderr
+
+
+def assert_early(stderr):
+    """A clean exit before any model loaded: the message, no traceback."""
+    assert "Traceback" not in stderr
+
+
+def test_dotted_reward_that_cannot_be_imported(tmp_path):
+    stderr = fails_with(tmp_path, "--reward_funcs", "no_such_module.fn")
+    assert "cannot import reward 'no_such_module.fn' (No module named 'no_such_module')" in stderr
+
+
+def test_reward_that_raises_names_the_function_and_sample(tmp_path):
+    (tmp_path / "fragile.py").write_text(
+        "def picky(completions, answer, **kwargs):\n"
+        "    return [1.0 / (int(a) - 9) for a in answer]  # ZeroDivisionError on rows whose answer is 9\n")
+    data = write_jsonl(tmp_path / "nines.jsonl", [{"prompt": "4+5=", "answer": "9"}] * 8)
+    stderr = fails_with(tmp_path, "--dataset_name", data, "--reward_funcs", "fragile.picky", *TINY,
+                        env={"PYTHONPATH": str(tmp_path)})
+    assert "RewardError: reward 'picky' raised ZeroDivisionError on sample 0" in stderr
+    assert "ZeroDivisionError: float division by zero" in stderr  # the original error is kept
+
+
+@pytest.mark.parametrize("returns, message", [
+    ("[1.0]", "reward 'odd' returned 1 values for 16 completions"),
+    ("[float('nan')] * len(completions)", "reward 'odd' returned nan for sample 0"),
+    ("['yes'] * len(completions)", "reward 'odd' returned 'yes' (str) for sample 0"),
+])
+def test_reward_with_bad_output(tmp_path, returns, message):
+    (tmp_path / "odd_rewards.py").write_text(f"def odd(completions, **kwargs):\n    return {returns}\n")
+    stderr = fails_with(tmp_path, "--reward_funcs", "odd_rewards.odd", *TINY, env={"PYTHONPATH": str(tmp_path)})
+    assert message in stderr
+
+
+def test_missing_prompt_column_lists_the_columns(tmp_path):
+    stderr = fails_with(tmp_path, "--dataset_prompt_column", "question")
+    assert "no prompt column 'question' in split 'train'" in stderr and "columns are: prompt, answer" in stderr
+    assert_early(stderr)
+
+
+def test_empty_dataset(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    stderr = fails_with(tmp_path, "--dataset_name", tmp_path / "empty.jsonl")
+    assert "empty.jsonl is empty" in stderr
+    assert_early(stderr)
+
+
+def test_missing_train_split_lists_the_splits(tmp_path):
+    stderr = fails_with(tmp_path, "--dataset_name", ADDITION, "--dataset_train_split", "training")
+    assert "no split 'training'" in stderr and "its splits are: train, test" in stderr
+    assert_early(stderr)
+
+
+def test_batch_geometry_suggests_valid_sizes(tmp_path):
+    stderr = fails_with(tmp_path, "--per_device_train_batch_size", 12, "--num_generations", 8)
+    assert "must be divisible by num_generations (8)" in stderr
+    assert "--per_device_train_batch_size 8 or 16" in stderr
+    assert_early(stderr)
+
+
+def test_model_path_that_is_not_a_directory(tmp_path):
+    stderr = fails_with(tmp_path, "--model_name_or_path", "./no-such-model")
+    assert "error: --model_name_or_path ./no-such-model: no such directory" in stderr
+    assert_early(stderr)
+
+
+def test_hub_id_while_offline(tmp_path):
+    stderr = fails_with(tmp_path, "--model_name_or_path", "some-org/some-model", env={"HF_HUB_OFFLINE": "1"})
+    assert "is not a local directory, and the hub is offline (HF_HUB_OFFLINE=1)" in stderr
+    assert_early(stderr)
