@@ -9,7 +9,8 @@ algorithm. Read the training scripts first; come here when you want to know how 
     check_gpu_options()    a clear error for vLLM / QLoRA without a GPU or the package
     warn_if_tuned_defaults_kept()  a warning when a real model runs with the tiny model's settings
     load_prompt_dataset()  a hub id or a local file/folder -> DatasetDict with a `prompt` column
-    RunRecorder            a TrainerCallback that writes metrics.jsonl and completions.jsonl
+    RunRecorder            a TrainerCallback that writes metrics.jsonl and completions.jsonl (resume-safe)
+    resolve_checkpoint()   `--resume_from_checkpoint last`: the newest complete checkpoint
     NoSignalWatchdog       a TrainerCallback that warns (or stops) when the reward gives no signal
     write_summary()        summary.json, reward_curve.png, training_curves.png and the printed summary
 """
@@ -201,6 +202,21 @@ class RunRecorder(TrainerCallback):
         self.samples = samples
         self.history: list[dict] = []  # every training log, also used by write_summary()
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        """Start the files afresh, or, when resuming, keep only what was logged up to the checkpoint.
+
+        Steps logged after the checkpoint by the run that died are run again now, so they are dropped,
+        and every step appears exactly once.
+        """
+        if not state.is_world_process_zero:
+            return
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("metrics.jsonl", "completions.jsonl"):
+            kept = [r for r in read_jsonl_lenient(self.output_dir / name) if r["step"] <= state.global_step]
+            write_text_atomic(self.output_dir / name, "".join(json.dumps(r) + "\n" for r in kept))
+            if name == "metrics.jsonl":
+                self.history = kept
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs or "train_runtime" in logs:
             return  # the final log (train_runtime, train_loss) goes to summary.json instead
@@ -292,11 +308,44 @@ def library_versions() -> dict:
     }
 
 
-def write_json_atomic(path: Path, obj) -> None:
-    """Write JSON to a temporary file and rename it, so readers never see a half-written file."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file and rename it over `path`, so a kill never leaves a half-written file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+    tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def read_jsonl_lenient(path: Path) -> list[dict]:
+    """The records of a JSON-lines file, without a last line cut short by a kill; [] if there is no file."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return records
+
+
+def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str) -> str | None:
+    """`--resume_from_checkpoint`: a checkpoint directory, or `last` (also `true`) for the newest complete one
+    in `output_dir`. A checkpoint is complete once trainer_state.json, which the Trainer writes last, parses;
+    one cut short by a kill is skipped."""
+    if resume_from_checkpoint is None or resume_from_checkpoint.lower() not in ("last", "true"):
+        return resume_from_checkpoint
+    checkpoints = sorted(Path(output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]), reverse=True)
+    for checkpoint in checkpoints:
+        try:
+            json.loads((checkpoint / "trainer_state.json").read_text())
+            return str(checkpoint)
+        except (OSError, json.JSONDecodeError):
+            print(f"skipping incomplete checkpoint {checkpoint}")
+    raise SystemExit(f"error: --resume_from_checkpoint {resume_from_checkpoint}: no complete checkpoint in {output_dir}")
 
 
 def plot_rewards(history: list[dict], reward_keys: list[str], path: Path, title: str) -> None:

@@ -49,6 +49,7 @@ from common import (
     device_defaults,
     load_prompt_dataset,
     parse_args,
+    resolve_checkpoint,
     warn_if_tuned_defaults_kept,
     write_summary,
 )
@@ -221,7 +222,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         )
         held_out.run(trainer.accelerator.unwrap_model(trainer.model), "before")
 
-    train_output = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    # --save_steps N writes checkpoints; --resume_from_checkpoint last (or a path) continues from one.
+    checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+    train_output = trainer.train(resume_from_checkpoint=checkpoint)
 
     if held_out is not None:
         held_out.run(trainer.accelerator.unwrap_model(trainer.model), "after")
