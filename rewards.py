@@ -6,6 +6,7 @@ Rewards here (pass their names to `--reward_funcs`):
     tag_count   0.25 per reasoning tag that appears exactly once (partial credit for `format`)
     overlong    DAPO soft overlong punishment: 0, then down to -1.0 over the last quarter of the length budget
     repetition  penalty in [-1.0, 0.0] for repeated token 3-grams
+    code        fraction of the row's `tests` asserts that pass after the completion's code, run in a sandbox
 
 Every reward has the signature `(completions, **kwargs) -> list[float | None]`, one value per completion:
 - `completions` is a list of strings (standard format) or of message lists (conversational format);
@@ -316,7 +317,7 @@ def reward_names() -> list[str]:
     """Return the sorted names of all registered rewards.
 
     >>> reward_names()
-    ['accuracy', 'format', 'overlong', 'repetition', 'tag_count']
+    ['accuracy', 'code', 'format', 'overlong', 'repetition', 'tag_count']
     """
     return sorted(REWARD_FUNCS | REWARD_FACTORIES)
 
@@ -362,3 +363,44 @@ def get_reward_funcs(names: list[str], max_completion_length: int) -> list[Calla
                 "or give a dotted path like my_rewards.my_fn"
             )
     return funcs
+
+
+# ---- code: run the completion's code against the row's asserts, in a sandbox (code_sandbox.py) --------------------
+
+
+def code_reward(completions, tests=None, **kwargs) -> list[float | None]:
+    """The fraction of the row's asserts that pass when run after the completion's code, in a sandbox.
+
+    The code is the last ```python block of the completion, else its last fenced block, else the whole text.
+    Each assert runs on its own after the code, so one failing assert does not hide the others. Code that
+    raises or exits scores 0; an assert that raises, or that the time (10 s) or memory limit cuts off, fails.
+    `code_sandbox.py` says what the sandbox protects against in each mode; with bubblewrap installed the code
+    has no network, sees no secrets, and writes only to a throwaway tmpfs. Completions run in parallel, one
+    per CPU core.
+
+    Args:
+        completions: Completions, as strings or message lists.
+        tests: Asserts, from the dataset column `tests`: per row a string with one assert per line, or a list.
+
+    Returns:
+        One reward in [0, 1] per completion; None where the row has no tests.
+
+    >>> code = "```python\\ndef add(a, b):\\n    return a + b\\n```"
+    >>> tests = ["assert add(1, 2) == 3\\nassert add(2, 2) == 4"] * 2 + [None]
+    >>> code_reward([code, "def add(a, b): return 3", code], tests=tests)
+    [1.0, 0.5, None]
+    """
+    from code_sandbox import extract_code, run_many, split_tests  # Linux only; imported when used
+
+    if tests is None:
+        return [None] * len(completions)
+    rows = [(i, split_tests(row_tests)) for i, (_, row_tests) in enumerate(zip(completions, tests, strict=True))]
+    rows = [(i, asserts) for i, asserts in rows if asserts]
+    scores = run_many([(extract_code(completion_text(completions[i])), asserts) for i, asserts in rows])
+    rewards: list[float | None] = [None] * len(completions)
+    for (i, _), score in zip(rows, scores, strict=True):
+        rewards[i] = score
+    return rewards
+
+
+REWARD_FUNCS["code"] = code_reward

@@ -8,7 +8,7 @@ import yaml
 from conftest import ADDITION, REPO, read_jsonl, run_script, write_jsonl
 
 from common import device_defaults
-from rewards import accuracy_reward
+from rewards import accuracy_reward, reward_names
 
 SCRIPT = "grpo_trl_example.py"
 TINY = ["--max_steps", 4, "--logging_steps", 1, "--eval_strategy", "no"]  # ~10 s per run on 2 cores
@@ -145,7 +145,7 @@ def test_unknown_reward_is_a_clear_error(tmp_path):
     proc = run_script(SCRIPT, "--reward_funcs", "acuracy", "--output_dir", tmp_path / "out", cwd=tmp_path,
                       check=False)
     assert proc.returncode != 0
-    assert "unknown reward 'acuracy'; choose one of: accuracy, format" in proc.stderr
+    assert f"unknown reward 'acuracy'; choose one of: {', '.join(reward_names())}" in proc.stderr
 
 
 def test_default_run_learns(tmp_path):

@@ -180,8 +180,11 @@ def test_registry_names_and_pickling():
         restored = pickle.loads(pickle.dumps(func))
         assert restored.__name__ == func.__name__
     completions, ids = ["<think>a</think><answer>4</answer>"], [[1, 2, 3]]
-    rewards = [f(completions=completions, completion_ids=ids, answer=["4"]) for f in funcs]
-    assert rewards == [[1.0], [1.0], [0.0], [0.0], [1.0]]  # accuracy, format, overlong, repetition, tag_count
+    expected = {"accuracy": [1.0], "code": [None], "format": [1.0], "overlong": [0.0], "repetition": [0.0],
+                "tag_count": [1.0]}  # code: no `tests` column
+    assert sorted(expected) == reward_names(), "add the new reward's expected value here"
+    rewards = {f.__name__: f(completions=completions, completion_ids=ids, answer=["4"]) for f in funcs}
+    assert rewards == expected
 
 
 def test_unknown_name_lists_registry():

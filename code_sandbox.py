@@ -1,0 +1,354 @@
+"""Run untrusted Python code against assert tests in a sandbox; the score is the fraction of asserts that pass.
+
+    >>> run_tests("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3", "assert add(2, 2) == 5"])
+    0.5
+
+One run:
+1. A fresh process starts `python -I -c HARNESS` inside the sandbox (below), in a new session, with a
+   minimal environment (`ENV`: no HF_TOKEN, AWS_*, ...), and gets the code, the asserts, the limits and a
+   random token on stdin.
+2. The harness lowers its own rlimits (`Limits`: CPU seconds, address space, processes, file size, no core
+   files), sends its stdin/stdout/stderr to /dev/null, runs the code, then each assert on its own in the
+   code's namespace, and reports "<token> pass <i>" for each assert that passes. Code that raises or exits
+   scores 0.
+3. After `Limits.timeout` seconds the parent SIGKILLs the sandbox's whole process group.
+   Score = asserts reported as passed / asserts. Asserts that passed before a timeout still count.
+
+Sandbox modes, strongest first; `sandbox_mode()` picks the first that runs a trivial job on this machine
+(set CODE_SANDBOX=bwrap|unshare|rlimits to require one, e.g. CODE_SANDBOX=bwrap in production):
+
+    bwrap    bubblewrap (`apt-get install bubblewrap`; tested with 0.8.0). New mount, network, pid, ipc and uts
+             namespaces: no network at all (only its own loopback); it sees only /usr and the Python install,
+             read-only, a minimal /dev and its own /proc, and writes only to two fresh tmpfs, /sandbox (its cwd,
+             HOME and TMPDIR) and /dev/shm, `Limits.disk` bytes each, gone when the run ends; it cannot see or
+             signal any process outside; everything it started dies with it; no_new_privs.
+    unshare  util-linux `unshare`: new network, pid, ipc, uts and mount namespaces, so no network and no
+             processes outside in view, and everything dies with it; but it sees the whole filesystem, can
+             write wherever its uid may (/tmp, /dev/shm; as a non-root user, all of that user's files) and can
+             connect to Unix sockets there.
+    rlimits  rlimits, the minimal environment and the process group only: it can use the network, see other
+             processes (as a non-root user: signal them, the trainer included, and read their environment in
+             /proc), write wherever its uid may, and a child that calls setsid() outlives the timeout.
+
+In every mode, when the trainer runs as root the code runs as an unprivileged uid of its own (`_uid`, one per
+concurrent run, via `setpriv`, with no_new_privs): root ignores RLIMIT_NPROC, may raise any rlimit again, and
+can do anything else. In rlimits mode, and after a timeout, every process left under that uid is then killed.
+
+Not protected in any mode: kernel exploits (no seccomp filter); total memory, which is at most
+`Limits.processes * Limits.memory` per run, as nothing here uses cgroups; CPU contention between runs; reward
+hacking from inside the interpreter, since the code and the asserts share it: an object whose `__eq__` always
+returns True, patching what the asserts call, or digging the token out of the harness's memory to forge
+reports. (Exiting early, printing fake reports, or replacing `exec`/`os._exit` score 0.)
+"""
+
+import json
+import logging
+import os
+import queue
+import re
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+
+logger = logging.getLogger(__name__)
+
+MODES = ("bwrap", "unshare", "rlimits")
+WORKDIR = "/sandbox"  # the code's cwd inside bwrap
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+       "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # the allowlist: nothing inherited
+FENCED = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)  # a last block may be cut off
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = 10.0
+    """Wall-clock seconds for the whole run (code and all asserts), start-up included."""
+    cpu: int = 10
+    """RLIMIT_CPU: CPU seconds per process."""
+    memory: int = 512 << 20
+    """RLIMIT_AS: bytes of address space per process."""
+    processes: int = 8
+    """RLIMIT_NPROC: processes and threads, the harness included."""
+    file_size: int = 16 << 20
+    """RLIMIT_FSIZE: the largest file it may write, in bytes."""
+    disk: int = 64 << 20
+    """bwrap only: size of the tmpfs it may write to, in bytes."""
+
+
+LIMITS = Limits()
+
+# Runs inside the sandbox. Keep it stdlib-only and short: everything here is trusted.
+HARNESS = r"""
+import json, os, resource, sys
+def main(run=exec, exit_now=os._exit, zip=zip):  # bound now: the code may replace builtins and os._exit
+    job = json.loads(sys.stdin.read())
+    limits = job["limits"]
+    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"] + 1))
+    for name, key in [("AS", "memory"), ("NPROC", "processes"), ("FSIZE", "file_size"), ("CORE", None)]:
+        value = limits[key] if key else 0
+        resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, value))
+    tests = []
+    for test in job["tests"]:
+        try:
+            tests.append(compile(test, "<test>", "exec"))
+        except SyntaxError:
+            tests.append(compile("assert False", "<test>", "exec"))
+    passes = [f"{job['token']} pass {i}\n" for i in range(len(tests))]
+    report = os.fdopen(os.dup(1), "w", buffering=1)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    try:
+        run(compile(job.pop("code"), "<completion>", "exec"), namespace)
+    except BaseException:  # SystemExit too: the code crashed, no assert passes
+        exit_now(0)
+    for test, line in zip(tests, passes):
+        try:
+            run(test, namespace)
+        except BaseException:
+            continue
+        report.write(line)
+    exit_now(0)  # skip atexit handlers and threads the code left behind
+main()
+"""
+
+
+def extract_code(text: str) -> str:
+    """Return the last ```python fenced block of `text`, else its last fenced block, else all of it.
+
+    >>> extract_code("Here:\\n```python\\nx = 1\\n```\\nand ```\\ny = 2\\n```")
+    'x = 1\\n'
+    >>> extract_code("x = 3")
+    'x = 3'
+    """
+    blocks = FENCED.findall(text)
+    python = [code for lang, code in blocks if lang.lower() in ("python", "py", "python3")]
+    return (python or [code for _, code in blocks] or [text])[-1]
+
+
+def split_tests(tests) -> list[str]:
+    """Return the asserts of a `tests` cell: a string with one assert per line, or a list of them.
+
+    >>> split_tests("assert f(1) == 1\\n\\n  assert f(2) == 4")
+    ['assert f(1) == 1', 'assert f(2) == 4']
+    >>> split_tests(None), split_tests([])
+    ([], [])
+    """
+    if tests is None:
+        return []
+    lines = tests.splitlines() if isinstance(tests, str) else tests
+    return [line.strip() for line in lines if line and line.strip()]
+
+
+# ---- the sandbox modes --------------------------------------------------------------------------------------------
+
+
+def _python_dirs() -> list[str]:
+    """The directories that hold this Python (venv and base install), outside /usr, for bwrap to bind read-only."""
+    dirs = set()
+    for path in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
+        dirs |= {os.path.abspath(path), os.path.realpath(path)}
+    dirs.add(os.path.dirname(os.path.realpath(sys.executable)))
+    dirs = {d for d in dirs if d != "/usr" and not d.startswith("/usr/")}
+    return sorted(d for d in dirs if not any(d.startswith(other + "/") for other in dirs))
+
+
+def _bwrap(limits: Limits, as_root: bool) -> list[str]:
+    args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/usr", "/usr"]
+    if as_root:  # root needs no user namespace; setpriv drops to `_uid` inside, with these two capabilities
+        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        args += ["--unshare-user"]
+    for path in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # symlinks into /usr on merged-/usr systems
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    python_dirs = _python_dirs()
+    parents = {os.path.dirname(d) for d in python_dirs}
+    parents = {p for d in parents for p in _ancestors(d)}
+    for parent in sorted(parents, key=lambda p: p.count("/")):  # else bwrap creates them 0700, unreadable to _uid
+        args += ["--perms", "0755", "--dir", parent]
+    for d in python_dirs:
+        args += ["--ro-bind", d, d]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for tmpfs in (WORKDIR, "/dev/shm"):  # the only writable places; /dev/shm for multiprocessing's semaphores
+        args += ["--perms", "1777", "--size", str(limits.disk), "--tmpfs", tmpfs]
+    args += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", WORKDIR, "--clearenv"]
+    for key, value in {**ENV, "HOME": WORKDIR, "TMPDIR": WORKDIR}.items():
+        args += ["--setenv", key, value]
+    return args + ["--"]
+
+
+def _ancestors(path: str) -> list[str]:
+    """'/a/b/c' -> ['/a', '/a/b', '/a/b/c']."""
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts)) if parts[0]]
+
+
+def _unshare(as_root: bool) -> list[str]:
+    user = [] if as_root else ["--user", "--map-current-user"]
+    return ["unshare", *user, "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc", "--"]
+
+
+def _setpriv(uid: int | None) -> list[str]:
+    if uid is None:
+        return ["setpriv", "--no-new-privs", "--"]
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
+
+
+# One slot per core, shared among the training processes on this node (LOCAL_WORLD_SIZE, set by torchrun and
+# accelerate): at most that many runs at once in this process, each with a uid of its own when we are root.
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+_WORKERS = min(64, max(1, _CORES // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+_SLOTS: queue.Queue = queue.Queue()
+for _slot in range(_WORKERS):
+    _SLOTS.put(_slot)
+
+
+def _uid(slot: int) -> int:
+    """An unprivileged uid unique to this process and slot (pids < 2**22), far above real users and subuid ranges."""
+    return 1_000_000_000 + os.getpid() * 64 + slot
+
+
+def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) -> float:
+    """One sandboxed run of `python` in `mode`; the fraction of `tests` that passed."""
+    as_root = os.geteuid() == 0
+    token = secrets.token_hex(16)
+    job = json.dumps({"code": code, "tests": tests, "token": token, "limits": asdict(limits)})
+    slot = _SLOTS.get()
+    uid = _uid(slot) if as_root else None
+    try:
+        # The job and the report are files without a name, so the code cannot find them in its directory;
+        # the report is a regular file, so RLIMIT_FSIZE bounds it too.
+        with tempfile.TemporaryDirectory(prefix="code-sandbox-") as workdir, \
+                tempfile.TemporaryFile("w+") as job_file, tempfile.TemporaryFile("w+") as out:
+            job_file.write(job)
+            job_file.seek(0)
+            if uid is not None:  # the weaker modes run in `workdir`; bwrap uses its own tmpfs instead
+                os.chown(workdir, uid, uid)
+            prefix = {"bwrap": _bwrap(limits, as_root), "unshare": _unshare(as_root), "rlimits": []}[mode]
+            proc = subprocess.Popen([*prefix, *_setpriv(uid), python, "-I", "-c", HARNESS],
+                                    stdin=job_file, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
+                                    env={**ENV, "HOME": workdir, "TMPDIR": workdir}, start_new_session=True)
+            finished = _wait(proc, limits.timeout)
+            _kill(proc, uid if mode == "rlimits" or not finished else None)
+            out.seek(0)
+            output = out.read(1 << 20)
+    finally:
+        _SLOTS.put(slot)
+    lines = output.splitlines()
+    passed = {f"{token} pass {i}" for i in range(len(tests))} & set(lines)
+    if any(not line.startswith(token) for line in lines):
+        _explain(output)
+    return len(passed) / len(tests)
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for `proc` to exit; True if it did. A pidfd wakes up at once (Popen.wait polls)."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # Python < 3.9 or Linux < 5.3
+        try:
+            proc.wait(timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        return bool(select.select([pidfd], [], [], timeout)[0])
+    finally:
+        os.close(pidfd)
+
+
+def _kill(proc: subprocess.Popen, uid: int | None) -> None:
+    """SIGKILL the run's process group and reap it; then, given a uid of its own, every process left under it.
+
+    In bwrap and unshare modes the pid namespace already takes every process down with the sandbox.
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    if uid is not None and shutil.which("kill"):
+        for _ in range(3):  # kill(-1) as `uid` reaches exactly the processes of `uid`; repeat for late forks
+            subprocess.run([*_setpriv(uid), "kill", "-9", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _explain(output: str) -> None:
+    """Log, once, output that is not the harness's report: the sandbox's own errors (bwrap, unshare, setpriv,
+    Python start-up), or code writing to the report file. The code's stdout and stderr go to /dev/null."""
+    if not getattr(_explain, "done", False):
+        _explain.done = True
+        logger.warning("code sandbox: unexpected output: %s", output.strip()[-500:])
+
+
+_LOCK = threading.Lock()
+_PYTHONS: dict[str, str | None] = {}  # mode -> the Python that works in it, or None
+
+
+def working_python(mode: str) -> str | None:
+    """The Python that scores a trivial job correctly in `mode`, or None if `mode` does not work here; probed once.
+
+    This Python, else the system's /usr/bin/python3: in the weaker modes, when we are root, the code runs as an
+    unprivileged uid, which cannot reach a Python installed under /root. bwrap binds this Python in.
+    """
+    with _LOCK:
+        if mode not in _PYTHONS:
+            tools = {"bwrap": ["bwrap", "setpriv"], "unshare": ["unshare", "setpriv"], "rlimits": ["setpriv"]}[mode]
+            pythons = [sys.executable] if mode == "bwrap" else dict.fromkeys([sys.executable, "/usr/bin/python3"])
+            probe = ("x = 1", ["assert x == 1", "assert x == 2"], Limits(timeout=30))
+            _PYTHONS[mode] = next((python for python in pythons if all(map(shutil.which, tools))
+                                   and os.path.exists(python) and _run(*probe, mode, python) == 0.5), None)
+        return _PYTHONS[mode]
+
+
+def sandbox_mode() -> str:
+    """The strongest mode that works here, or the one the CODE_SANDBOX variable asks for."""
+    wanted = os.environ.get("CODE_SANDBOX", "auto")
+    if wanted not in ("auto", *MODES):
+        raise ValueError(f"CODE_SANDBOX={wanted!r}; choose one of: auto, {', '.join(MODES)}")
+    for mode in MODES if wanted == "auto" else (wanted,):
+        if working_python(mode):
+            if mode != "bwrap" and not getattr(sandbox_mode, "warned", False):
+                sandbox_mode.warned = True
+                logger.warning("code sandbox: %s mode; install bubblewrap for full isolation (code_sandbox.py "
+                               "says what this mode does not protect)", mode)
+            return mode
+    raise RuntimeError(f"no code sandbox mode ({wanted}) works on this machine; install bubblewrap and util-linux")
+
+
+def run_tests(code: str, tests: list[str], limits: Limits | None = None, mode: str | None = None) -> float:
+    """Run `code`, then each assert in `tests`, in a sandbox; return the fraction of asserts that pass.
+
+    Args:
+        code: Python source.
+        tests: Assert statements, each run on its own after the code.
+        limits: Time and resource limits; default `LIMITS`.
+        mode: "bwrap", "unshare" or "rlimits"; default `sandbox_mode()`.
+
+    Returns:
+        A float in [0, 1]; 0.0 if the code raises, exits or runs out of time or memory before any assert passes.
+    """
+    if not tests:
+        raise ValueError("run_tests needs at least one assert")
+    mode = mode or sandbox_mode()
+    if (python := working_python(mode)) is None:
+        raise RuntimeError(f"code sandbox mode '{mode}' does not work on this machine")
+    return _run(code, tests, limits or LIMITS, mode, python)
+
+
+def run_many(jobs: list[tuple[str, list[str]]], limits: Limits | None = None, mode: str | None = None) -> list[float]:
+    """`run_tests` on each `(code, tests)` job, one sandbox per core at a time; scores in the order of `jobs`."""
+    mode = mode or sandbox_mode()
+    with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+        return list(pool.map(lambda job: run_tests(*job, limits=limits, mode=mode), jobs))

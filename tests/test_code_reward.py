@@ -1,0 +1,289 @@
+"""The `code` reward and its sandbox: scoring, then hostile completions that must score 0, in time, harming nothing."""
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, read_jsonl, run_script
+
+import code_sandbox
+from code_sandbox import Limits, extract_code, run_many, sandbox_mode, split_tests, working_python
+from rewards import code_reward, get_reward_funcs
+
+FAST = Limits(timeout=3, cpu=2, memory=256 << 20, processes=8)  # short limits for the hostile cases
+SLACK = 3.0  # seconds on top of the timeout: start-up and clean-up on a busy 2-core machine
+ADD = "def add(a, b):\n    return a + b\n"
+ADD_TESTS = "assert add(1, 2) == 3\nassert add(-1, 1) == 0\nassert add(2, 2) == 4"
+FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+
+
+def as_plain(texts):
+    return list(texts)
+
+
+def as_conversational(texts):
+    return [[{"role": "user", "content": "write add"}, {"role": "assistant", "content": text}] for text in texts]
+
+
+@pytest.fixture(params=[as_plain, as_conversational], ids=["plain", "conversational"])
+def fmt(request):
+    return request.param
+
+
+@pytest.fixture
+def fast(monkeypatch):
+    """Run `code_reward` with FAST limits."""
+    monkeypatch.setattr(code_sandbox, "LIMITS", FAST)
+
+
+def timed_reward(completions, tests):
+    start = time.monotonic()
+    rewards = code_reward(completions, tests=tests)
+    return rewards, time.monotonic() - start
+
+
+def sandbox_processes() -> list[int]:
+    """Pids of processes still running the harness (forked children included); none may outlive a run."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and "job = json.loads(sys.stdin.read())" in (entry / "cmdline").read_text():
+                pids.append(int(entry.name))
+        except OSError:
+            pass
+    return pids
+
+
+def assert_no_leftovers():
+    for _ in range(20):
+        if not sandbox_processes():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"sandbox processes left running: {sandbox_processes()}")
+
+
+def needs(*modes):
+    return pytest.mark.skipif(sandbox_mode() not in modes, reason=f"the {sandbox_mode()} sandbox does not protect this")
+
+
+# ---- scoring ---------------------------------------------------------------------------------------------------------
+
+
+def test_correct_code_scores_1(fmt):
+    completion = f"Here you go:\n```python\n{ADD}```\nIt adds."
+    assert code_reward(fmt([completion]), tests=[ADD_TESTS]) == [1.0]
+
+
+def test_partly_correct_code_scores_the_fraction_passed(fmt):
+    wrong_for_negatives = "def add(a, b):\n    return abs(a) + abs(b)\n"
+    rewards = code_reward(fmt([wrong_for_negatives, "def add(a, b):\n    return None\n"]), tests=[ADD_TESTS] * 2)
+    assert rewards == [pytest.approx(2 / 3), 0.0]
+
+
+def test_asserts_run_one_by_one(fmt):
+    tests = ["assert add(1, 1) == 3", "assert undefined_name", "assert add(1, 1) == 2"]  # a list works too
+    assert code_reward(fmt([ADD]), tests=[tests]) == [pytest.approx(1 / 3)]
+
+
+def test_no_tests_is_none(fmt):
+    assert code_reward(fmt([ADD, ADD])) == [None, None]
+    assert code_reward(fmt([ADD, ADD, ADD, ADD]), tests=[None, "", [], ADD_TESTS]) == [None, None, None, 1.0]
+
+
+def test_crash_exit_or_forged_report_scores_0(fmt):
+    completions = [
+        ADD + "raise RuntimeError('boom')\n",  # a crash after a correct definition
+        ADD + "import sys\nsys.exit(0)\n",
+        ADD + "import os\nos._exit(0)\n",
+        "import os\nfor fd in range(1, 10):\n    try:\n        os.write(fd, b'pass 0\\npass 1\\npass 2\\n')\n"
+        "    except OSError:\n        pass\n",  # wrong code that forges report lines, without the token
+        "def add(a, b)\n    return a + b\n",  # syntax error
+        "import builtins\nbuiltins.exec = lambda *args: None\n",  # asserts that do not run must not pass
+    ]
+    assert code_reward(fmt(completions), tests=[ADD_TESTS] * len(completions)) == [0.0] * len(completions)
+
+
+@pytest.mark.parametrize("text, code", [
+    ("```python\nx = 1\n```\nthen\n```python\nx = 2\n```", "x = 2\n"),
+    ("```py\nx = 1\n```\n```text\nnot code\n```", "x = 1\n"),
+    ("```\nx = 3\n```", "x = 3\n"),
+    ("x = 4", "x = 4"),
+    ("```python\nx = 5\n", "x = 5\n"),  # cut off before the closing fence
+])
+def test_extract_code(text, code):
+    assert extract_code(text) == code
+
+
+def test_split_tests():
+    assert split_tests("assert a\n  \nassert b  ") == ["assert a", "assert b"]
+    assert split_tests(["assert a", ""]) == ["assert a"]
+
+
+def test_registered_as_code():
+    [reward] = get_reward_funcs(["code"], max_completion_length=8)
+    assert reward.__name__ == "code"
+    assert reward(completions=[ADD, ADD], tests=[ADD_TESTS, None], answer=["x", "y"]) == [1.0, None]
+
+
+# ---- hostile completions: each scores 0 within its limit and harms nothing -----------------------------------------
+
+
+def test_infinite_loop_times_out(fast):
+    rewards, seconds = timed_reward(["while True:\n    pass\n" + ADD], [ADD_TESTS])
+    assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+    assert_no_leftovers()
+
+
+def test_asserts_passed_before_a_timeout_still_count(fast):
+    rewards, seconds = timed_reward([ADD], [["assert add(1, 1) == 2", "while True: pass"]])
+    assert rewards == [0.5] and seconds < FAST.timeout + SLACK
+
+
+def test_sleeping_past_the_timeout(fast):
+    rewards, seconds = timed_reward(["import time\ntime.sleep(60)\n" + ADD], [ADD_TESTS])
+    assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+    assert_no_leftovers()
+
+
+def test_fork_bomb_is_contained_and_cleaned_up(fast):
+    rewards, seconds = timed_reward([FORK_BOMB + ADD], [ADD_TESTS])
+    assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+    assert_no_leftovers()
+
+
+def test_correct_code_still_scores_1_next_to_a_fork_bomb(fast):
+    completions = [FORK_BOMB, ADD, ADD, FORK_BOMB, ADD, ADD]
+    rewards, seconds = timed_reward(completions, [ADD_TESTS] * len(completions))
+    assert rewards == [0.0, 1.0, 1.0, 0.0, 1.0, 1.0]
+    assert seconds < 2 * FAST.timeout + SLACK  # two bombs, one slot each
+    assert_no_leftovers()
+
+
+def test_huge_memory_allocation_fails(fast):
+    completions = ["x = bytearray(8 << 30)\n" + ADD,  # 8 GiB at once
+                   "blocks = [bytearray(64 << 20) for _ in range(64)]\n" + ADD]  # 4 GiB in pieces
+    rewards, seconds = timed_reward(completions, [ADD_TESTS] * 2)
+    assert rewards == [0.0, 0.0] and seconds < FAST.timeout + SLACK
+
+
+def test_cannot_write_outside_its_directory(fast, tmp_path):
+    targets = [tmp_path / "pwned.txt", REPO / "pwned.txt"]
+    completions = [f"open({str(target)!r}, 'w').write('pwned')\n" + ADD for target in targets]
+    rewards, seconds = timed_reward(completions, [ADD_TESTS] * len(completions))
+    assert rewards == [0.0] * len(completions) and seconds < FAST.timeout + SLACK
+    assert not any(target.exists() for target in targets)
+
+
+@needs("bwrap")
+def test_cannot_write_to_tmp(fast):
+    target = Path(f"/tmp/code-sandbox-pwned-{os.getpid()}")
+    rewards, seconds = timed_reward([f"open({str(target)!r}, 'w').write('pwned')\n" + ADD], [ADD_TESTS])
+    assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+    assert not target.exists()
+
+
+@needs("bwrap", "unshare")
+def test_no_network(fast):
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.setblocking(False)
+        port = server.getsockname()[1]
+        code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'hi')\n" + ADD
+        rewards, seconds = timed_reward([code], [ADD_TESTS])
+        assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nothing connected
+
+
+def test_no_secrets_in_its_environment(fast, monkeypatch):
+    secret = "hf_fake_secret_4242"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    read_proc = (  # the trainer's environment through /proc
+        "import glob\n"
+        "def visible():\n"
+        "    for path in glob.glob('/proc/*/environ'):\n"
+        "        try:\n"
+        f"            if {secret!r} in open(path, errors='replace').read():\n"
+        "                return True\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "assert visible()\n"
+    )
+    completions = [f"import os\nassert os.environ.get('HF_TOKEN') == {secret!r}\n" + ADD,
+                   f"import os\nassert {secret!r} in str(os.environ)\n" + ADD,
+                   read_proc + ADD]
+    if sandbox_mode() == "rlimits" and os.geteuid() != 0:
+        completions.pop()  # same uid as the trainer, no pid namespace: /proc/<trainer>/environ is readable
+    rewards, seconds = timed_reward(completions, [ADD_TESTS] * len(completions))
+    assert rewards == [0.0] * len(completions) and seconds < FAST.timeout + SLACK
+
+
+@pytest.mark.skipif(sandbox_mode() == "rlimits" and os.geteuid() != 0,
+                    reason="in rlimits mode as a non-root user the code can signal the trainer")
+def test_cannot_kill_the_trainer(fast):
+    code = (f"import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill({os.getpid()}, signal.SIGKILL)\n"
+            + ADD)
+    rewards, seconds = timed_reward([code], [ADD_TESTS])
+    assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+    os.kill(os.getpid(), 0)  # still here
+
+
+# ---- the weaker modes, when this machine has them -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["unshare", "rlimits"])
+def test_fallback_modes_still_contain_the_basics(mode, monkeypatch):
+    if working_python(mode) is None:
+        pytest.skip(f"{mode} mode does not work here")
+    monkeypatch.setenv("HF_TOKEN", "hf_fake_secret_4242")
+    jobs = [(ADD, split_tests(ADD_TESTS)),
+            ("while True:\n    pass\n" + ADD, split_tests(ADD_TESTS)),
+            (FORK_BOMB + ADD, split_tests(ADD_TESTS)),
+            ("x = bytearray(8 << 30)\n" + ADD, split_tests(ADD_TESTS)),
+            ("import os\nassert 'HF_TOKEN' in os.environ\n" + ADD, split_tests(ADD_TESTS))]
+    start = time.monotonic()
+    assert run_many(jobs, limits=FAST, mode=mode) == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert time.monotonic() - start < 2 * FAST.timeout + SLACK
+    assert_no_leftovers()
+
+
+# ---- the bundled task ---------------------------------------------------------------------------------------------
+
+
+def load_builder():
+    spec = importlib.util.spec_from_file_location("build_code_task", REPO / "assets" / "build_code_task.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bundled_task_is_what_the_builder_writes(tmp_path):
+    builder = load_builder()
+    for name, rows in zip(("train", "test"), builder.build_rows()):
+        lines = (REPO / "assets" / "code" / f"{name}.jsonl").read_text().splitlines()
+        assert [json.loads(line) for line in lines] == rows, f"run `python assets/build_code_task.py` ({name})"
+
+
+def test_reference_solutions_score_1():
+    builder = load_builder()
+    train, test = builder.build_rows()
+    tests_of = {row["prompt"]: row["tests"] for row in train + test}
+    tests = [tests_of[builder.PROMPT.format(signature=sig, description=desc)] for sig, desc, _, _ in builder.TASKS]
+    solutions = [f"```python\n{solution}\n```" for _, _, solution, _ in builder.TASKS]
+    assert code_reward(solutions, tests=tests) == [1.0] * len(solutions)
+    shifted = solutions[1:] + solutions[:1]  # each task's tests fail every other task's solution
+    assert code_reward(shifted, tests=tests) == [0.0] * len(solutions)
+
+
+def test_grpo_runs_on_the_bundled_code_task(tmp_path):
+    out = tmp_path / "out"
+    run_script("grpo_trl_example.py", "--dataset_name", REPO / "assets" / "code", "--reward_funcs", "code",
+               "--max_steps", 1, "--logging_steps", 1, "--eval_strategy", "no", "--output_dir", out, cwd=tmp_path)
+    rows = read_jsonl(out / "completions.jsonl")
+    assert rows and all(row["code"] == 0.0 for row in rows)  # the tiny model cannot write code, but every row is scored
+    assert "rewards/code/mean" in read_jsonl(out / "metrics.jsonl")[0]
