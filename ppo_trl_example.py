@@ -1,0 +1,447 @@
+"""PPO with TRL's PPOTrainer: a template to copy.
+
+With no arguments it trains the bundled 0.4M-parameter model on single-digit addition, on CPU,
+offline, in under a minute, and you can watch the reward rise:
+
+    python ppo_trl_example.py
+
+Every option is a flag and a YAML key; flags override the YAML:
+
+    python ppo_trl_example.py --total_episodes 2048 --learning_rate 1e-4
+    python ppo_trl_example.py --config recipes/Qwen2.5-0.5B-Instruct/ppo/config_gsm8k.yaml
+
+A real model on one GPU, scored by the reward functions of rewards.py (the same names and weights as
+for GRPO) or by a reward model, and on several GPUs or nodes through accelerate:
+
+    python ppo_trl_example.py --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct \
+        --dataset_name openai/gsm8k --dataset_config main --dataset_prompt_column question \
+        --reward_funcs accuracy format --reward_weights 1.0 0.5 --use_peft
+    python ppo_trl_example.py --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct \
+        --dataset_name openai/gsm8k --dataset_config main --dataset_prompt_column question \
+        --reward_model_path my-org/my-qwen2.5-reward-model
+    accelerate launch --num_processes 8 ppo_trl_example.py \
+        --config recipes/Qwen2.5-0.5B-Instruct/ppo/config_gsm8k.yaml
+
+The algorithm (Schulman et al. 2017, as applied to language models by Ziegler et al. 2019) has four roles:
+
+    policy     the causal LM being trained (AutoModelForCausalLM); it samples one completion per prompt.
+    reference  the frozen starting policy. Each token's reward carries a KL penalty, -kl_coef * (log pi - log pi_ref),
+               that keeps the policy near it. Under LoRA it is the policy with its adapter disabled.
+    value      a critic that predicts, at every token, the reward still to come: a sequence-classification model
+               (AutoModelForSequenceClassification, num_labels=1) whose `score` layer is the value head. It starts
+               from the policy checkpoint (or --value_model_path) and is trained alongside the policy (vf_coef).
+               trl 1.12's PPOTrainer does not take AutoModelForCausalLMWithValueHead: that class is for the old PPO API.
+    reward     scores each finished completion once: the reward functions of rewards.py, weighted, or a reward model.
+
+The score is added at the end of the completion; advantages come from GAE (Schulman et al. 2016, Eq. 16;
+`gamma`, `lam`) over the per-token rewards, whitened over the batch; the policy takes `num_ppo_epochs` passes
+of the clipped surrogate objective (Schulman et al. 2017, Eq. 7; `cliprange`) over each batch, and the value model
+a clipped squared error (`vf_coef`, `cliprange_value`). PPOTrainer does all of this. It only accepts a reward
+*model*; `RewardAdapter` below dresses the reward functions up as one, without patching TRL.
+
+Outputs in `--output_dir`: the policy (a plain causal LM, or the LoRA adapter), metrics.jsonl, completions.jsonl,
+summary.json, reward_curve.png and training_curves.png. The value model is not saved.
+"""
+
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+)
+from transformers.modeling_outputs import BaseModelOutput
+from transformers.trainer_utils import TrainOutput
+from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
+from trl.experimental.ppo import PPOConfig, PPOTrainer
+from trl.experimental.utils import first_true_indices, get_reward
+
+from common import (
+    RunRecorder,
+    check_model_path,
+    device_defaults,
+    load_prompt_dataset,
+    parse_args,
+    warn_if_tuned_defaults_kept,
+    write_summary,
+)
+from rewards import get_reward_funcs, reward_names
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+# With no flags the script trains the bundled tiny model on the bundled addition task
+# (assets/build_tiny_assets.py). These are only defaults; flags and --config override them.
+TINY_TASK_DEFAULTS = dict(
+    model_name_or_path=str(ASSETS / "tiny-llama-addition"),
+    dataset_name=str(ASSETS / "addition"),
+    reward_funcs=["accuracy"],
+    reward_model_path=None,  # PPOConfig's own default is a hub model; None scores with --reward_funcs
+    output_dir="outputs/ppo-tiny-addition",
+    stop_token="eos",  # a completion ends at its first eos; PPOTrainer turns everything after it into padding
+    temperature=1.0,
+    kl_coef=0.05,
+    num_sample_generations=0,  # TRL's sample tables; completions.jsonl already has every sampled completion
+    save_strategy="no",  # PPOTrainer cannot resume from a checkpoint; the model is saved at the end
+    report_to="none",
+    seed=42,
+)
+# Settings tuned for the 0.4M-parameter tiny model. A real model needs its own: a recipe in recipes/ sets
+# every one of them, and the script warns when a run on another model leaves one of these unchanged.
+TUNED_FOR_TINY_MODEL = dict(
+    total_episodes=2560,  # prompts sampled in all: 40 PPO updates of 64
+    learning_rate=3e-4,
+    per_device_train_batch_size=64,  # completions per update, one per prompt
+    num_mini_batches=4,  # 4 minibatches x num_ppo_epochs (4) = 16 optimizer steps per update
+    response_length=4,
+    gradient_checkpointing=False,  # saves memory on a big model, only costs time on a tiny one
+)
+
+
+@dataclass
+class PPOScriptArguments(ScriptArguments):
+    """Script arguments on top of TRL's ScriptArguments (`dataset_name`, `dataset_config`,
+    `dataset_train_split`, `dataset_test_split`). `--reward_model_path` is PPOConfig's own."""
+
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["accuracy"],
+        metadata={"help": f"Reward functions: {', '.join(reward_names())}, or a dotted path `module.function`. "
+                  "Weight them with --reward_weights. Not used when --reward_model_path is set."},
+    )
+    reward_weights: list[float] | None = field(
+        default=None,
+        metadata={"help": "One weight per reward function; the score is their weighted sum. Default: all 1."},
+    )
+    value_model_path: str | None = field(
+        default=None,
+        metadata={"help": "Checkpoint for the value model. Default: the policy checkpoint, with a new value head."},
+    )
+    dataset_prompt_column: str = field(
+        default="prompt",
+        metadata={"help": "Column holding the prompt, e.g. `question` for GSM8K. It is renamed to `prompt`."},
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={"help": "If set, each prompt becomes a chat with this system message first."},
+    )
+    trust_remote_code: bool = field(
+        default=False,
+        metadata={"help": "Allow models and tokenizers that run their own code from the hub (as GRPOConfig's flag)."},
+    )
+
+
+class RewardAdapter(nn.Module):
+    """Reward functions (or a reward model) in the form of the reward model that trl 1.12's PPOTrainer takes.
+
+    PPOTrainer scores `prompt + completion` token ids with `get_reward(reward_model, ...)` (trl/experimental/utils.py):
+    it calls `getattr(reward_model, reward_model.base_model_prefix)(input_ids=..., attention_mask=..., ...)`, passes
+    the last hidden state through `reward_model.score`, and reads the result at each completion's last token. So this
+    module is a reward model to PPOTrainer, with no parameters of its own and no patch to TRL:
+
+        backbone  decodes each row, calls the reward functions with the row's dataset columns as kwargs (so
+                  `accuracy` gets `answer`), and returns the weighted sum as a (batch, length, 1) "hidden state",
+                  the same value at every position
+        score     the identity
+
+    PPOTrainer's batches carry only `input_ids`, so the adapter keeps every dataset row under its prompt's token ids,
+    and every prompt is left-padded to the same `prompt_width`: the first `prompt_width` positions are the prompt, and
+    the completion runs from there to the first pad token, exactly the tokens TRL scores.
+
+    Rewards follow GRPOTrainer's conventions: the kwargs are the dataset columns plus `prompts`, `completions` and
+    `completion_ids`; None means "cannot score" and counts as 0 in the weighted sum (GRPOTrainer's nansum) and is
+    left out of that reward's mean. With `reward_model` instead of functions, the backbone runs TRL's own
+    `get_reward` on it, so the scores are exactly TRL's. Either way each scored row is kept in `records` for the logs.
+    """
+
+    base_model_prefix = "backbone"  # get_reward() calls getattr(model, model.base_model_prefix)
+
+    def __init__(self, tokenizer, datasets, prompt_width: int, reward_funcs=(), reward_weights=None, reward_model=None):
+        super().__init__()
+        self.tokenizer = tokenizer
+        self.prompt_width = prompt_width
+        self.reward_funcs = list(reward_funcs)
+        self.reward_model = reward_model  # a submodule: PPOTrainer moves it to the device with the adapter
+        self.names = [f.__name__ for f in self.reward_funcs] or ["reward_model"]
+        self.weights = torch.tensor(reward_weights or [1.0] * len(self.names))
+        self.config = reward_model.config if reward_model is not None else None  # read by TRL under DeepSpeed
+        self.score = nn.Identity()
+        self.records: list[dict] = []  # what was scored since the last take_records()
+
+        # For the reward functions, every dataset row under its prompt's token ids. Identical prompts must carry
+        # identical columns, or a completion's row would be ambiguous.
+        self.rows: dict[tuple[int, ...], dict] = {}
+        for row in (row for dataset in datasets for row in dataset) if reward_funcs else ():
+            key = tuple(row["input_ids"])
+            if self.rows.setdefault(key, row) != row:
+                differ = sorted(k for k in row if row[k] != self.rows[key].get(k))
+                raise ValueError(
+                    f"two dataset rows have the prompt {tokenizer.decode(key)!r} but different {differ}; PPO's "
+                    "batches carry only token ids, so the rewards could not tell them apart. Drop the duplicates."
+                )
+
+    @torch.no_grad()
+    def backbone(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs) -> BaseModelOutput:
+        """Where get_reward() runs a reward model's transformer: returns the rewards as its last hidden state."""
+        rewards = self.score_rows(input_ids, attention_mask)
+        return BaseModelOutput(hidden_states=(rewards[:, None, None].expand(-1, input_ids.shape[1], 1),))
+
+    def score_rows(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Score left-padded prompts followed by completions, pads set to 0 and masked out by get_reward()."""
+        width = self.prompt_width
+        prompt_ids = [tuple(i for i, m in zip(ids, mask) if m)
+                      for ids, mask in zip(input_ids[:, :width].tolist(), attention_mask[:, :width].tolist())]
+        # The completion runs to the first pad, as in get_reward(); PPOTrainer has already cut it after the stop token.
+        lengths = first_true_indices(attention_mask[:, width:] == 0).tolist()
+        completion_ids = [ids[:n] for ids, n in zip(input_ids[:, width:].tolist(), lengths)]
+        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+
+        if self.reward_model is not None:
+            padded = input_ids.masked_fill(attention_mask == 0, self.tokenizer.pad_token_id)
+            _, scores, _ = get_reward(self.reward_model, padded, self.tokenizer.pad_token_id, width)
+            per_func = scores.float().cpu()[:, None]  # (batch, 1)
+        else:
+            missing = [key for key in prompt_ids if key not in self.rows]
+            if missing:
+                raise KeyError(f"no dataset row has the prompt {self.tokenizer.decode(missing[0])!r}")
+            rows = [self.rows[key] for key in prompt_ids]
+            prompts = [row["prompt"] for row in rows]
+            completions = [[{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
+                           for prompt, text in zip(prompts, texts)]
+            columns = {k: [row[k] for row in rows] for k in rows[0] if k not in ("prompt", "input_ids")}
+            per_func = torch.tensor(
+                [[math.nan if r is None else r
+                  for r in func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)]
+                 for func in self.reward_funcs]
+            ).T  # (batch, reward functions); None -> NaN
+        total = (per_func * self.weights).nansum(dim=1)  # sum_i w_i r_i, skipping None
+
+        for key, text, values in zip(prompt_ids, texts, per_func.tolist()):
+            self.records.append({
+                "prompt": self.tokenizer.decode(key, skip_special_tokens=True),  # as the model saw it
+                "completion": text,
+                **{name: None if math.isnan(v) else v for name, v in zip(self.names, values)},
+            })
+        return total.to(input_ids.device)
+
+    def take_records(self) -> list[dict]:
+        records, self.records = self.records, []
+        return records
+
+
+class PPOTrainerWithRewardLogs(PPOTrainer):
+    """PPOTrainer that also logs what GRPOTrainer logs, and can save with several processes.
+
+    Logs: `reward`, the mean score PPO maximises (TRL's own `objective/scores`), and `rewards/<name>/mean` per
+    reward, averaged over all processes. Saving: trl 1.12's PPOTrainer saves `self.model.policy` and reads
+    `self.model.config`, which DDP's wrapper hides, so with several processes it crashes or saves policy and value
+    model as one state dict; here it saves the unwrapped model's policy.
+    """
+
+    latest_records: list[dict] = []  # the last update's scored completions, for completions.jsonl
+    is_distributed_loading_by_transformers = False  # read when saving; set by Trainer.__init__, which PPOTrainer skips
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "objective/scores" in logs:  # PPOTrainer logs once per PPO update
+            self.latest_records = self.reward_model.take_records()
+            names = self.reward_model.names
+            values = torch.tensor(
+                [[math.nan if r[n] is None else r[n] for n in names] for r in self.latest_records]
+            ).reshape(-1, len(names))
+            sums_counts = torch.stack([values.nansum(0), (~values.isnan()).sum(0)]).to(self.accelerator.device)
+            sums, counts = self.accelerator.reduce(sums_counts, reduction="sum").tolist()
+            logs = {**logs, "reward": logs["objective/scores"],
+                    **{f"rewards/{n}/mean": s / c if c else None for n, s, c in zip(names, sums, counts)}}
+        super().log(logs, start_time)
+
+    def generate_completions(self, sampling: bool = False) -> None:
+        super().generate_completions(sampling)
+        self.reward_model.take_records()  # TRL's sample tables score eval prompts: not part of the training reward
+
+    @contextmanager
+    def _unwrapped(self):
+        wrapped = self.model
+        if not self.is_deepspeed_enabled:
+            self.model = self.accelerator.unwrap_model(self.model)
+        try:
+            yield
+        finally:
+            self.model = wrapped
+
+    def _save_checkpoint(self, model, trial) -> None:
+        with self._unwrapped():
+            super()._save_checkpoint(model, trial)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        with self._unwrapped():
+            super().save_model(output_dir, _internal_call)
+
+
+def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig):
+    # Settings that would fail late, or be silently ignored, checked before any model is loaded
+    if training_args.max_steps > 0:
+        raise SystemExit("error: PPOTrainer ignores --max_steps: set --total_episodes, the number of prompts to sample "
+                         "in all (PPO updates x per_device_train_batch_size x gradient_accumulation_steps x processes)")
+    rollout_batch = training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
+    if rollout_batch % training_args.num_mini_batches:
+        raise SystemExit(f"error: per_device_train_batch_size x gradient_accumulation_steps ({rollout_batch}) must "
+                         f"split into --num_mini_batches ({training_args.num_mini_batches}) equal minibatches")
+    if model_args.load_in_4bit or model_args.load_in_8bit:
+        raise SystemExit("error: --load_in_4bit/--load_in_8bit are not supported here: the value model is trained "
+                         "in full, and the policy is loaded unquantized")
+    for flag, path in [("--value_model_path", script_args.value_model_path),
+                       ("--reward_model_path", training_args.reward_model_path)]:
+        if path:
+            check_model_path(path, flag=flag)
+    if training_args.reward_model_path:
+        config = AutoConfig.from_pretrained(
+            training_args.reward_model_path, trust_remote_code=script_args.trust_remote_code
+        )
+        architectures = config.architectures or []
+        if not any(a.endswith("ForSequenceClassification") for a in architectures) or config.num_labels != 1:
+            raise SystemExit(
+                f"error: --reward_model_path {training_args.reward_model_path} is "
+                f"{architectures or 'an unknown architecture'}"
+                f" with {config.num_labels} labels; PPO needs a sequence-classification model with one output "
+                "(num_labels=1) that scores a whole prompt + completion"
+            )
+    else:
+        reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.response_length)
+        if script_args.reward_weights is not None and len(script_args.reward_weights) != len(reward_funcs):
+            raise SystemExit(
+                f"error: {len(script_args.reward_weights)} --reward_weights for {len(reward_funcs)} --reward_funcs"
+            )
+
+    ################
+    # Model
+    ################
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_args.model_name_or_path, revision=model_args.model_revision,
+        trust_remote_code=script_args.trust_remote_code, padding_side="left",  # completions follow the prompts
+    )
+    # PPOTrainer takes a completion to end just before its first pad token, after cutting it at the stop token (eos).
+    # With pad == eos (GRPO's fix for GPT-2-style tokenizers) the eos would count as padding: the score would land on
+    # the token before it, and the policy would never learn to stop. So PPO needs a pad token of its own.
+    if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
+        tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
+    model_kwargs = dict(
+        revision=model_args.model_revision,
+        dtype=model_args.dtype,
+        attn_implementation=model_args.attn_implementation,
+        trust_remote_code=script_args.trust_remote_code,
+    )
+    policy = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, **model_kwargs)
+    peft_config = get_peft_config(model_args)  # None unless --use_peft
+    # The reference is a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead.
+    ref_policy = None
+    if peft_config is None:
+        ref_policy = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, **model_kwargs)
+    # The value model: the policy's transformer with a new one-output `score` layer as the value head.
+    value_model = AutoModelForSequenceClassification.from_pretrained(
+        script_args.value_model_path or model_args.model_name_or_path, num_labels=1, **model_kwargs
+    )
+
+    reward_model = None
+    if training_args.reward_model_path:
+        rm_tokenizer = AutoTokenizer.from_pretrained(training_args.reward_model_path)
+        probe = "The reward model reads the policy's token ids: 3 + 4 = 7."
+        if rm_tokenizer(probe).input_ids != tokenizer(probe).input_ids:
+            raise SystemExit(f"error: the reward model {training_args.reward_model_path} has a different tokenizer "
+                             "from the policy's; PPOTrainer feeds it the policy's token ids, so they must share one")
+        rm_kwargs = {k: v for k, v in model_kwargs.items() if k != "revision"}  # --model_revision is the policy's
+        reward_model = AutoModelForSequenceClassification.from_pretrained(
+            training_args.reward_model_path, num_labels=1, **rm_kwargs
+        ).eval()
+
+    if training_args.gradient_checkpointing:  # trl 1.12's PPOTrainer reads this flag but never turns it on
+        for model in (policy, value_model):
+            model.gradient_checkpointing_enable(training_args.gradient_checkpointing_kwargs)
+
+    for model in (policy, ref_policy, value_model, reward_model):
+        if model is None:
+            continue
+        if model.get_input_embeddings().num_embeddings < len(tokenizer):  # a pad token was added above
+            model.resize_token_embeddings(len(tokenizer))
+        model.config.pad_token_id = tokenizer.pad_token_id
+    policy.generation_config.pad_token_id = tokenizer.pad_token_id
+
+    ################
+    # Dataset
+    ################
+    dataset = load_prompt_dataset(
+        script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column,
+        script_args.system_prompt, script_args.dataset_train_split,
+    )
+    train_dataset = dataset[script_args.dataset_train_split]
+    eval_dataset = dataset.get(script_args.dataset_test_split)  # only for TRL's sample tables (num_sample_generations)
+
+    if isinstance(train_dataset[0]["prompt"], list) and tokenizer.chat_template is None:
+        raise SystemExit(f"error: the prompts are conversations, but {model_args.model_name_or_path}'s tokenizer "
+                         "has no chat template; use plain-text prompts and no --system_prompt")
+
+    def tokenize(row):
+        if isinstance(row["prompt"], list):  # conversational: the chat template, ending with the assistant's turn
+            encoded = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, return_dict=True)
+            return {"input_ids": encoded["input_ids"]}
+        return {"input_ids": tokenizer(row["prompt"]).input_ids}  # plain text, as GRPOTrainer tokenizes it
+
+    train_dataset = train_dataset.map(tokenize, num_proc=training_args.dataset_num_proc)
+    if eval_dataset is not None:
+        eval_dataset = eval_dataset.map(tokenize, num_proc=training_args.dataset_num_proc)
+    datasets = [d for d in (train_dataset, eval_dataset) if d is not None]
+    # Every prompt is left-padded to the longest one, so the reward adapter knows where each completion starts.
+    prompt_width = max(len(ids) for d in datasets for ids in d["input_ids"])
+    collator = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=prompt_width)
+
+    ################
+    # Rewards
+    ################
+    # The same reward functions, names and weights as GRPO: `(completions, **kwargs) -> list[float | None]`, with
+    # dataset columns such as `answer` as kwargs. Or a reward model. RewardAdapter hands either to PPOTrainer.
+    if reward_model is not None:
+        print(f"scoring with the reward model {training_args.reward_model_path}; --reward_funcs is not used")
+        reward = RewardAdapter(tokenizer, datasets, prompt_width, reward_model=reward_model)
+    else:
+        reward = RewardAdapter(tokenizer, datasets, prompt_width, reward_funcs, script_args.reward_weights)
+
+    ################
+    # Training
+    ################
+    trainer = PPOTrainerWithRewardLogs(
+        args=training_args,
+        processing_class=tokenizer,
+        model=policy,
+        ref_model=ref_policy,
+        reward_model=reward,
+        value_model=value_model,
+        train_dataset=train_dataset.select_columns(["input_ids"]),
+        eval_dataset=eval_dataset.select_columns(["input_ids"]) if eval_dataset is not None else None,
+        data_collator=collator,
+        peft_config=peft_config,
+    )
+    recorder = RunRecorder(training_args.output_dir, lambda: trainer.latest_records)
+    trainer.add_callback(recorder)
+    start = time.perf_counter()
+    trainer.train()  # PPOTrainer.train returns nothing and cannot resume from a checkpoint
+    train_output = TrainOutput(trainer.state.global_step, None, {"train_runtime": time.perf_counter() - start})
+
+    ################
+    # Save
+    ################
+    trainer.save_model(training_args.output_dir)  # the policy alone, or only its adapter under LoRA; and the tokenizer
+    write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="PPO")
+
+
+if __name__ == "__main__":
+    parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
+    parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
+    script_args, training_args, model_args = parse_args(parser)
+    check_model_path(model_args.model_name_or_path, model_args.model_revision)
+    warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
+    main(script_args, training_args, model_args)

@@ -1,0 +1,352 @@
+"""ppo_trl_example.py: the reward adapter on its own, and end-to-end runs as a subprocess with tiny settings."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import ADDITION, REPO, TINY_MODEL, read_jsonl, run_script, write_jsonl
+
+from common import device_defaults
+from rewards import accuracy_reward, get_reward_funcs
+
+SCRIPT = "ppo_trl_example.py"
+# One thread per run: a 0.4M-parameter model gains nothing from a second one, and with anything else running on
+# a 2-core machine, two-thread runs get several times slower (measured: the learning test, 47 s alone, took 290 s).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+TINY = ["--total_episodes", 64, "--per_device_train_batch_size", 16, "--num_mini_batches", 1]  # 4 PPO updates
+
+# A reward module that records what it was called with, next to the run (cwd).
+SPY_REWARDS = """
+import json
+
+def spy(completions, prompts, completion_ids, **kwargs):
+    with open("spy.jsonl", "a") as f:
+        for i, completion in enumerate(completions):
+            f.write(json.dumps({"prompt": prompts[i], "completion": completion, "completion_ids": completion_ids[i],
+                                **{k: v[i] for k, v in kwargs.items()}}) + "\\n")
+    return [0.0] * len(completions)
+"""
+
+
+def answer_of(prompt: str) -> str:
+    a, b = prompt.rstrip("=").split("+")
+    return str(int(a) + int(b))
+
+
+def tiny_tokenizer():
+    """The bundled tokenizer as the script prepares it: left padding and a pad token of its own."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL, padding_side="left")
+    tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
+    return tokenizer
+
+
+def check_train_logs(out, n_updates: int, names: list[str]) -> list[dict]:
+    """metrics.jsonl has one line per PPO update, and its `reward` is the score PPO maximised."""
+    metrics = read_jsonl(out / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == list(range(1, n_updates + 1))
+    for m in metrics:
+        assert m["reward"] == m["objective/scores"]
+        assert all(f"rewards/{name}/mean" in m for name in names)
+    return metrics
+
+
+# ---------------------------------------------------------------- the adapter on its own
+
+
+def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
+    """Known completions give known weighted rewards, read out by TRL's own get_reward() as PPOTrainer reads them."""
+    from datasets import Dataset
+    from trl.experimental.utils import get_reward
+
+    from ppo_trl_example import RewardAdapter
+
+    tokenizer = tiny_tokenizer()
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    rows = [{"prompt": "3+4=", "answer": "Add them. #### 7"}, {"prompt": "12+30=", "answer": "#### 42"}]
+    dataset = Dataset.from_list(rows).map(lambda row: {"input_ids": tokenizer(row["prompt"]).input_ids})
+
+    def one_char(completions, **kwargs):  # None: cannot score
+        return [1.0 if len(c) == 1 else None for c in completions]
+
+    width = 8  # prompts left-padded to this width, as the script's collator does
+    funcs = [*get_reward_funcs(["accuracy"], max_completion_length=4), one_char]
+    adapter = RewardAdapter(tokenizer, [dataset], width, funcs, reward_weights=[2.0, 0.5])
+
+    def query_response(prompt: str, completion_ids: list[int], length: int = 5) -> list[int]:
+        ids = tokenizer(prompt).input_ids
+        return [pad] * (width - len(ids)) + ids + completion_ids + [pad] * (length - len(completion_ids))
+
+    def encode(text: str) -> list[int]:
+        return tokenizer(text).input_ids
+
+    batch = torch.tensor([
+        query_response("3+4=", encode("7") + [eos]),     # right:  2 * 1 + 0.5 * 1
+        query_response("3+4=", encode("8") + [eos]),     # wrong:  2 * 0 + 0.5 * 1
+        query_response("12+30=", encode("42") + [eos]),  # right, `one_char` None counts 0:  2 * 1
+        query_response("12+30=", encode("4")),           # cut at the length limit, no eos:  2 * 0 + 0.5 * 1
+        query_response("12+30=", [eos]),                 # empty:  2 * 0, `one_char` None
+    ])
+    _, scores, _ = get_reward(adapter, batch, pad, width)
+    assert scores.tolist() == [2.5, 0.5, 2.0, 0.5, 0.0]
+
+    records = adapter.take_records()
+    assert [(r["prompt"], r["completion"], r["accuracy"], r["one_char"]) for r in records] == [
+        ("3+4=", "7", 1.0, 1.0), ("3+4=", "8", 0.0, 1.0), ("12+30=", "42", 1.0, None), ("12+30=", "4", 0.0, 1.0),
+        ("12+30=", "", 0.0, None),
+    ]
+    assert adapter.take_records() == []  # taken once
+
+
+def test_reward_adapter_rejects_one_prompt_with_two_answers():
+    from datasets import Dataset
+
+    from ppo_trl_example import RewardAdapter
+
+    tokenizer = tiny_tokenizer()
+    dataset = Dataset.from_list([{"prompt": "3+4=", "answer": "7"}, {"prompt": "3+4=", "answer": "8"}])
+    dataset = dataset.map(lambda row: {"input_ids": tokenizer(row["prompt"]).input_ids})
+    with pytest.raises(ValueError, match=r"two dataset rows have the prompt '3\+4=' but different \['answer'\]"):
+        RewardAdapter(tokenizer, [dataset], 8, get_reward_funcs(["accuracy"], max_completion_length=4))
+
+
+def parse(*flags):
+    """The script's own parsing of `flags`, in-process."""
+    from trl import ModelConfig, TrlParser
+    from trl.experimental.ppo import PPOConfig
+
+    import ppo_trl_example as ppo
+
+    parser = TrlParser((ppo.PPOScriptArguments, PPOConfig, ModelConfig))
+    parser.set_defaults_with_config(**ppo.TINY_TASK_DEFAULTS, **ppo.TUNED_FOR_TINY_MODEL, **device_defaults())
+    return parser.parse_args_and_config(args=[str(flag) for flag in flags])
+
+
+def test_recipe_sets_every_setting_tuned_for_the_tiny_model():
+    import ppo_trl_example as ppo
+
+    recipe = REPO / "recipes" / "Qwen2.5-0.5B-Instruct" / "ppo" / "config_gsm8k.yaml"
+    script_args, training_args, model_args = parse("--config", recipe)
+    assert model_args.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and script_args.dataset_name == "openai/gsm8k"
+    assert script_args.reward_funcs == ["accuracy", "format"] and training_args.reward_model_path is None
+    for key, tiny_value in ppo.TUNED_FOR_TINY_MODEL.items():
+        assert getattr(training_args, key) != tiny_value, key
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--max_steps", 5], "PPOTrainer ignores --max_steps: set --total_episodes"),
+        (["--num_mini_batches", 3], "(64) must split into --num_mini_batches (3) equal minibatches"),
+        (["--reward_weights", 1.0, 0.5], "2 --reward_weights for 1 --reward_funcs"),
+        (["--reward_funcs", "acuracy"], "unknown reward 'acuracy'; choose one of: accuracy"),
+        (["--value_model_path", "./no-such-model"], "--value_model_path ./no-such-model: no such directory"),
+    ],
+)
+def test_bad_settings_stop_before_any_model_loads(flags, message, monkeypatch):
+    import transformers
+
+    import ppo_trl_example as ppo
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded before the error")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_loading)
+    with pytest.raises((SystemExit, ValueError), match=re.escape(message)):
+        ppo.main(*parse(*flags))
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def test_default_task_outputs(tmp_path):
+    out = tmp_path / "out"
+    # TRL's sample tables after updates 1 and 3 score test prompts too; those scores must not leak into the logs
+    proc = run_script(SCRIPT, "--output_dir", out, *TINY, "--num_sample_generations", 2, cwd=tmp_path, env=ONE_THREAD)
+    assert "model response" in proc.stdout
+
+    metrics = check_train_logs(out, 4, ["accuracy"])
+    assert all(m["reward"] == pytest.approx(m["rewards/accuracy/mean"]) for m in metrics)  # one reward, weight 1
+
+    # completions.jsonl: every completion of every update, with its reward
+    rows = read_jsonl(out / "completions.jsonl")
+    assert len(rows) == 4 * 16
+    train_prompts = {r["prompt"] for r in read_jsonl(ADDITION / "train.jsonl")}
+    for row in rows:
+        assert row["prompt"] in train_prompts
+        assert row["accuracy"] == accuracy_reward([row["completion"]], answer=[answer_of(row["prompt"])])[0]
+    for m in metrics:  # the logged reward is the mean over that update's completions
+        step_rows = [r for r in rows if r["step"] == m["step"]]
+        assert m["reward"] == pytest.approx(sum(r["accuracy"] for r in step_rows) / len(step_rows))
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 1 and summary["global_step"] == 4 and summary["train_runtime"] > 0
+    assert summary["versions"]["trl"] == "1.12.0"
+    assert 0.0 <= summary["reward_first_20pct"] <= 1.0 and 0.0 <= summary["reward_last_20pct"] <= 1.0
+    assert summary["script_args"]["reward_funcs"] == ["accuracy"]
+    assert summary["training_args"]["use_cpu"] is True and summary["training_args"]["bf16"] is False
+    assert (out / "reward_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert "mean reward, last 20% of logged steps" in proc.stdout
+
+    # the saved policy is a plain causal LM (no policy/value wrapper), with a pad token that is not eos
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with safe_open(out / "model.safetensors", "pt") as f:
+        assert not any(k.startswith(("policy.", "value_model.", "score")) for k in f.keys())
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert tokenizer.pad_token is not None and tokenizer.pad_token_id != tokenizer.eos_token_id
+    assert model.get_input_embeddings().num_embeddings == len(tokenizer)
+    ids = tokenizer("2+3=", return_tensors="pt").input_ids
+    assert model.generate(ids, max_new_tokens=2, do_sample=False).shape[1] > ids.shape[1]
+
+
+def test_gsm8k_layout_columns_reach_the_rewards(tmp_path, addition_rows):
+    """question/answer columns with '#### N' answers: each completion's reward gets its own row's `answer`."""
+    data = write_jsonl(tmp_path / "gsm8k.jsonl",
+                       [{"question": r["prompt"], "answer": f"Add the digits.\n#### {r['answer']}"}
+                        for r in addition_rows])
+    (tmp_path / "spy_rewards.py").write_text(SPY_REWARDS)
+    out = tmp_path / "out"
+    run_script(SCRIPT, "--dataset_name", data, "--dataset_prompt_column", "question",
+               "--reward_funcs", "accuracy", "spy_rewards.spy", "--reward_weights", 1.0, 0.0,
+               "--output_dir", out, *TINY, cwd=tmp_path, env={**ONE_THREAD, "PYTHONPATH": str(tmp_path)})
+
+    spied = read_jsonl(tmp_path / "spy.jsonl")
+    assert len(spied) == 4 * 16
+    for row in spied:
+        assert row["answer"] == f"Add the digits.\n#### {answer_of(row['prompt'])}"  # this prompt's own answer
+        assert isinstance(row["completion"], str) and row["completion_ids"]
+
+    metrics = check_train_logs(out, 4, ["accuracy", "spy"])
+    assert all(m["rewards/spy/mean"] == 0.0 for m in metrics)
+    rows = read_jsonl(out / "completions.jsonl")
+    assert sum(r["accuracy"] for r in rows) > 0  # the starting policy is right ~2/3 of the time
+    for row in rows:
+        assert row["accuracy"] == accuracy_reward([row["completion"]], answer=[answer_of(row["prompt"])])[0]
+
+
+def test_reward_model(tmp_path):
+    """A sequence-classification reward model, built here with random weights, scores instead of the functions."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+    from trl.experimental.utils import get_reward
+
+    torch.manual_seed(0)
+    rm_dir = tmp_path / "reward-model"
+    reward_model = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(TINY_MODEL, num_labels=1))
+    reward_model.save_pretrained(rm_dir)
+    AutoTokenizer.from_pretrained(TINY_MODEL).save_pretrained(rm_dir)
+
+    out = tmp_path / "out"
+    proc = run_script(SCRIPT, "--reward_model_path", rm_dir, "--output_dir", out, *TINY,
+                      cwd=tmp_path, env=ONE_THREAD)
+    assert f"scoring with the reward model {rm_dir}" in proc.stdout
+    metrics = check_train_logs(out, 4, ["reward_model"])
+    assert all(m["reward"] == pytest.approx(m["rewards/reward_model/mean"]) for m in metrics)
+    assert "rewards/accuracy/mean" not in metrics[0]
+
+    # Each logged score is the reward model's output on that prompt + completion (+ eos, when it stopped).
+    tokenizer = tiny_tokenizer()
+    rows = read_jsonl(out / "completions.jsonl")
+    matches = 0
+    for row in rows:
+        prompt_ids = tokenizer(row["prompt"]).input_ids
+        ids = prompt_ids + tokenizer(row["completion"]).input_ids
+        scores = [get_reward(reward_model, torch.tensor([c]), tokenizer.pad_token_id, len(prompt_ids))[1].item()
+                  for c in (ids + [tokenizer.eos_token_id], ids)]
+        matches += any(abs(s - row["reward_model"]) < 1e-4 for s in scores)
+    assert matches >= 0.9 * len(rows)  # a decoded completion may have lost a special token it sampled
+
+
+def test_reward_model_path_must_be_a_classifier(tmp_path):
+    proc = run_script(SCRIPT, "--reward_model_path", TINY_MODEL, "--output_dir", tmp_path / "out",
+                      cwd=tmp_path, env=ONE_THREAD, check=False)
+    assert proc.returncode != 0
+    assert "PPO needs a sequence-classification model with one output" in proc.stderr
+    assert not (tmp_path / "out").exists()  # failed before training
+
+
+def test_lora_saves_an_adapter(tmp_path):
+    out = tmp_path / "out"
+    run_script(SCRIPT, "--use_peft", "--lora_r", 4, "--lora_alpha", 8, "--lora_target_modules", "q_proj", "v_proj",
+               "--output_dir", out, *TINY, cwd=tmp_path, env=ONE_THREAD)
+    check_train_logs(out, 4, ["accuracy"])
+    assert (out / "adapter_config.json").exists() and (out / "adapter_model.safetensors").exists()
+    assert not (out / "model.safetensors").exists()  # only the adapter, not a second copy of the model
+    adapter = json.loads((out / "adapter_config.json").read_text())
+    assert adapter["r"] == 4 and set(adapter["target_modules"]) == {"q_proj", "v_proj"}
+
+    from peft import AutoPeftModelForCausalLM
+    from transformers import AutoTokenizer
+
+    model = AutoPeftModelForCausalLM.from_pretrained(out)
+    ids = AutoTokenizer.from_pretrained(out)("2+3=", return_tensors="pt").input_ids
+    assert model.generate(input_ids=ids, max_new_tokens=2, do_sample=False).shape[1] > ids.shape[1]
+
+
+def test_conversational_prompts(tmp_path, chat_model, addition_rows):
+    """Message-list prompts go through the chat template; rewards get messages, as in GRPO."""
+    data = write_jsonl(tmp_path / "chat.jsonl",
+                       [{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]}
+                        for r in addition_rows])
+    (tmp_path / "spy_rewards.py").write_text(SPY_REWARDS)
+    out = tmp_path / "out"
+    run_script(SCRIPT, "--model_name_or_path", chat_model, "--dataset_name", data, "--system_prompt", "Add.",
+               "--reward_funcs", "accuracy", "spy_rewards.spy", "--output_dir", out, *TINY,
+               cwd=tmp_path, env={**ONE_THREAD, "PYTHONPATH": str(tmp_path)})
+
+    for row in read_jsonl(tmp_path / "spy.jsonl"):
+        system, user = row["prompt"]
+        assert system == {"role": "system", "content": "Add."} and user["role"] == "user"
+        assert row["answer"] == answer_of(user["content"])
+        assert row["completion"][0]["role"] == "assistant"
+    rows = read_jsonl(out / "completions.jsonl")
+    assert rows and all(r["prompt"].startswith("system: Add.\nuser: ") and r["prompt"].endswith("assistant: ")
+                        for r in rows)  # the prompt as the model saw it, chat template applied
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["script_args"]["system_prompt"] == "Add." and summary["global_step"] == 4
+
+
+def test_two_processes(tmp_path):
+    """`accelerate launch` with 2 CPU processes (DDP over gloo): rewards averaged over both, a plain policy saved."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
+         "--multi_gpu", "--mixed_precision", "no", "--dynamo_backend", "no", str(REPO / SCRIPT),
+         "--output_dir", str(out), "--total_episodes", "64", "--per_device_train_batch_size", "16",
+         "--num_mini_batches", "1", "--save_strategy", "steps", "--save_steps", "1"],
+        cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    metrics = check_train_logs(out, 2, ["accuracy"])  # 64 episodes / (16 x 2 processes) = 2 updates
+    for m in metrics:  # `reward` is TRL's mean over both processes; the per-reward mean must be too
+        assert m["reward"] == pytest.approx(m["rewards/accuracy/mean"])
+    assert len(read_jsonl(out / "completions.jsonl")) == 2 * 16  # the main process's completions
+    assert json.loads((out / "summary.json").read_text())["world_size"] == 2
+
+    from safetensors import safe_open
+
+    for weights in (out / "model.safetensors", out / "checkpoint-1" / "model.safetensors"):
+        with safe_open(weights, "pt") as f:  # the policy alone, not the DDP-wrapped policy + value model
+            assert not any(k.startswith(("module.", "policy.", "value_model.")) for k in f.keys())
+
+
+def test_default_run_learns(tmp_path):
+    """The no-argument run, seeded: mean reward over the last 20% of PPO updates beats the first 20%.
+
+    Measured on 2 cores, seeds 1, 2, 3, 42: first 0.69-0.75 -> last 0.87-0.91, a rise of 0.15-0.20
+    (0.16-0.20 with one thread, as here; 0.15-0.18 with two).
+    """
+    out = tmp_path / "out"
+    run_script(SCRIPT, "--output_dir", out, "--seed", 42, cwd=tmp_path, env=ONE_THREAD)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["global_step"] == 40
+    assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.08
+    assert summary["reward_last_20pct"] >= 0.8
