@@ -128,6 +128,19 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, temperat
     return results
 
 
+def eval_split(train_dataset, eval_dataset, train_split: str, test_split: str, seed: int):
+    """Return (train, eval, where the eval prompts come from); without an eval split, hold out a seeded 10% of train.
+
+    The held-out prompts leave the training set, so the evaluation stays held out.
+    """
+    if eval_dataset is not None:
+        return train_dataset, eval_dataset, f"split '{test_split}'"
+    split = train_dataset.train_test_split(test_size=0.1, seed=seed)
+    source = f"{len(split['test'])} prompts held out of '{train_split}' (seed {seed})"
+    print(f"no '{test_split}' split: evaluating on {source}")
+    return split["train"], split["test"], source
+
+
 class BeforeAfterEval:
     """Evaluate the policy before and after training, then write `eval.json` and print a table.
 

@@ -53,7 +53,7 @@ from common import (
     warn_if_tuned_defaults_kept,
     write_summary,
 )
-from evaluation import BeforeAfterEval
+from evaluation import BeforeAfterEval, eval_split
 from rewards import get_reward_funcs, reward_names
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -164,13 +164,11 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     )
     train_dataset = dataset[script_args.dataset_train_split]
     eval_dataset = dataset.get(script_args.dataset_test_split)
-    eval_source = f"split '{script_args.dataset_test_split}'"
-    if eval_dataset is None and script_args.eval_num_samples > 0:
-        # No eval split: hold out a fixed, seeded 10% of train for the before/after evaluation.
-        split = train_dataset.train_test_split(test_size=0.1, seed=training_args.seed)
-        train_dataset, eval_dataset = split["train"], split["test"]
-        eval_source = f"{len(eval_dataset)} prompts held out of '{script_args.dataset_train_split}' (seed {training_args.seed})"
-        print(f"no '{script_args.dataset_test_split}' split in {script_args.dataset_name}: evaluating on {eval_source}")
+    if script_args.eval_num_samples > 0:  # the before/after evaluation needs prompts: hold some out if need be
+        train_dataset, eval_dataset, eval_source = eval_split(
+            train_dataset, eval_dataset, script_args.dataset_train_split, script_args.dataset_test_split,
+            training_args.seed,
+        )
     if eval_dataset is None and training_args.eval_strategy != "no":
         print(f"no '{script_args.dataset_test_split}' split in {script_args.dataset_name}: evaluation is off")
         training_args.eval_strategy = "no"

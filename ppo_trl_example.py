@@ -65,6 +65,7 @@ from trl.experimental.ppo import PPOConfig, PPOTrainer
 from trl.experimental.utils import first_true_indices, get_reward
 
 from common import (
+    NoSignalWatchdog,
     RunRecorder,
     check_model_path,
     device_defaults,
@@ -73,6 +74,7 @@ from common import (
     warn_if_tuned_defaults_kept,
     write_summary,
 )
+from evaluation import BeforeAfterEval, eval_split
 from rewards import get_reward_funcs, reward_names
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -130,6 +132,23 @@ class PPOScriptArguments(ScriptArguments):
     system_prompt: str | None = field(
         default=None,
         metadata={"help": "If set, each prompt becomes a chat with this system message first."},
+    )
+    eval_num_samples: int = field(
+        default=0,
+        metadata={"help": "If K > 0, sample K completions (and one greedy) per eval prompt before and after "
+                  "training, and write mean reward, greedy accuracy, pass@1, pass@K and maj@K to eval.json."},
+    )
+    eval_max_prompts: int = field(
+        default=256,
+        metadata={"help": "Evaluate on at most this many prompts of the eval split."},
+    )
+    no_signal_patience: int = field(
+        default=5,
+        metadata={"help": "Warn when the reward gives no learning signal for this many logging steps."},
+    )
+    stop_on_no_signal: bool = field(
+        default=False,
+        metadata={"help": "Stop training cleanly, instead of only warning, when there is no learning signal."},
     )
     trust_remote_code: bool = field(
         default=False,
@@ -235,13 +254,18 @@ class RewardAdapter(nn.Module):
         return records
 
 
+class _StopTraining(Exception):
+    """Raised to leave PPOTrainer's training loop early (see PPOTrainerWithRewardLogs)."""
+
+
 class PPOTrainerWithRewardLogs(PPOTrainer):
     """PPOTrainer that also logs what GRPOTrainer logs, and can save with several processes.
 
     Logs: `reward`, the mean score PPO maximises (TRL's own `objective/scores`), and `rewards/<name>/mean` per
     reward, averaged over all processes. Saving: trl 1.12's PPOTrainer saves `self.model.policy` and reads
     `self.model.config`, which DDP's wrapper hides, so with several processes it crashes or saves policy and value
-    model as one state dict; here it saves the unwrapped model's policy.
+    model as one state dict; here it saves the unwrapped model's policy. Stopping: its training loop never reads
+    `control.should_training_stop`, so a callback's request to stop (the no-signal watchdog's) ends the loop here.
     """
 
     latest_records: list[dict] = []  # the last update's scored completions, for completions.jsonl
@@ -259,6 +283,14 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
             logs = {**logs, "reward": logs["objective/scores"],
                     **{f"rewards/{n}/mean": s / c if c else None for n, s, c in zip(names, sums, counts)}}
         super().log(logs, start_time)
+        if self.control.should_training_stop:  # set by a callback's on_log
+            raise _StopTraining
+
+    def train(self) -> None:
+        try:
+            super().train()
+        except _StopTraining:  # the update was logged; end as a finished run would
+            self.control = self.callback_handler.on_train_end(self.args, self.state, self.control)
 
     def generate_completions(self, sampling: bool = False) -> None:
         super().generate_completions(sampling)
@@ -292,6 +324,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if rollout_batch % training_args.num_mini_batches:
         raise SystemExit(f"error: per_device_train_batch_size x gradient_accumulation_steps ({rollout_batch}) must "
                          f"split into --num_mini_batches ({training_args.num_mini_batches}) equal minibatches")
+    if training_args.resume_from_checkpoint:
+        raise SystemExit("error: trl 1.12's PPOTrainer cannot resume from a checkpoint (trl #2657): it restores "
+                         "neither the value model nor the optimizer. Start the run again, or use GRPO, which resumes")
     if model_args.load_in_4bit or model_args.load_in_8bit:
         raise SystemExit("error: --load_in_4bit/--load_in_8bit are not supported here: the value model is trained "
                          "in full, and the policy is loaded unquantized")
@@ -379,7 +414,13 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         script_args.system_prompt, script_args.dataset_train_split,
     )
     train_dataset = dataset[script_args.dataset_train_split]
-    eval_dataset = dataset.get(script_args.dataset_test_split)  # only for TRL's sample tables (num_sample_generations)
+    eval_dataset = dataset.get(script_args.dataset_test_split)  # TRL's sample tables, and the before/after eval
+    if script_args.eval_num_samples > 0:  # the before/after evaluation needs prompts: hold some out if need be
+        train_dataset, eval_dataset, eval_source = eval_split(
+            train_dataset, eval_dataset, script_args.dataset_train_split, script_args.dataset_test_split,
+            training_args.seed,
+        )
+    eval_prompts = eval_dataset  # untokenized, for the before/after evaluation
 
     if isinstance(train_dataset[0]["prompt"], list) and tokenizer.chat_template is None:
         raise SystemExit(f"error: the prompts are conversations, but {model_args.model_name_or_path}'s tokenizer "
@@ -427,15 +468,30 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     )
     recorder = RunRecorder(training_args.output_dir, lambda: trainer.latest_records)
     trainer.add_callback(recorder)
+    trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal))
+
+    # Held-out pass@k / maj@k before and after training (--eval_num_samples K), on the main process.
+    held_out = None
+    if script_args.eval_num_samples > 0 and trainer.accelerator.is_main_process:
+        held_out = BeforeAfterEval(
+            eval_prompts, eval_source, tokenizer, reward.reward_funcs or [], script_args.eval_num_samples,
+            script_args.eval_max_prompts, training_args.temperature, training_args.response_length, training_args.seed,
+        )
+        held_out.run(trainer.accelerator.unwrap_model(trainer.model).policy, "before")
+
     start = time.perf_counter()
     trainer.train()  # PPOTrainer.train returns nothing and cannot resume from a checkpoint
     train_output = TrainOutput(trainer.state.global_step, None, {"train_runtime": time.perf_counter() - start})
+    if held_out is not None:
+        held_out.run(trainer.accelerator.unwrap_model(trainer.model).policy, "after")
 
     ################
     # Save
     ################
     trainer.save_model(training_args.output_dir)  # the policy alone, or only its adapter under LoRA; and the tokenizer
     write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="PPO")
+    if held_out is not None:
+        held_out.write(training_args.output_dir)
 
 
 if __name__ == "__main__":

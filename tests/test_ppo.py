@@ -345,8 +345,32 @@ def test_default_run_learns(tmp_path):
     (0.16-0.20 with one thread, as here; 0.15-0.18 with two).
     """
     out = tmp_path / "out"
-    run_script(SCRIPT, "--output_dir", out, "--seed", 42, cwd=tmp_path, env=ONE_THREAD)
+    proc = run_script(SCRIPT, "--output_dir", out, "--seed", 42, "--eval_num_samples", 8, cwd=tmp_path, env=ONE_THREAD)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 40
     assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.08
     assert summary["reward_last_20pct"] >= 0.8
+
+    # held-out evaluation on the test split, before and after training
+    report = json.loads((out / "eval.json").read_text())
+    assert report["source"] == "split 'test'" and report["num_samples"] == 8
+    assert report["after"]["accuracy"]["pass@1"] > report["before"]["accuracy"]["pass@1"]
+    assert "before   after" in proc.stdout
+
+
+def test_refuses_to_resume(tmp_path):
+    """trl 1.12's PPOTrainer cannot resume; say so instead of silently starting over."""
+    proc = run_script(SCRIPT, "--resume_from_checkpoint", "last", "--output_dir", tmp_path / "out", cwd=tmp_path,
+                      check=False)
+    assert proc.returncode == 1 and "cannot resume from a checkpoint (trl #2657)" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_signal_watchdog(tmp_path):
+    (tmp_path / "const.py").write_text("def one(completions, **kwargs):\n    return [1.0] * len(completions)\n")
+    out = tmp_path / "out"
+    proc = run_script(SCRIPT, "--reward_funcs", "const.one", "--total_episodes", 16 * 10, "--per_device_train_batch_size",
+                      16, "--no_signal_patience", 3, "--stop_on_no_signal", "--output_dir", out, cwd=tmp_path,
+                      env={"PYTHONPATH": str(tmp_path), **ONE_THREAD})
+    assert "WARNING: no learning signal for 3 logging steps (step 3): the mean reward has stayed at 1" in proc.stdout
+    assert json.loads((out / "summary.json").read_text())["global_step"] == 3
