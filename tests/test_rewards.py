@@ -260,3 +260,27 @@ def test_dotted_rewards_are_checked_and_keep_their_name(tmp_path, monkeypatch):
     assert reward.__name__ == "shout"
     with pytest.raises(RewardError, match="reward 'shout' returned 'loud'"):
         reward(["a"])
+
+
+# ---- reward-hacking probes: one completion per built-in reward that games it and must not get full credit ------
+
+HACKS = {
+    # reward name: (completion that games it, dataset columns, the reward it must stay below)
+    "accuracy": ("<think>easy</think><answer></answer> the answer is 7", {"answer": ["7"]}, 1.0),  # empty answer tag
+    "format": ("<think></think><answer> </answer>", {}, 1.0),  # the tags, with nothing in the answer
+    "tag_count": ("<think><think></think></think><answer>1</answer><answer>2</answer>", {}, 0.5),  # tag spam
+    "overlong": ("x", {"completion_ids": [[7] * 64]}, 0.0),  # runs to the length limit
+    "repetition": ("7 7 7 7", {"completion_ids": [[7, 8, 9] * 20]}, 0.0),  # a loop of the same tokens
+    "code": ("import sys\nsys.exit(0)", {"tests": ["assert add(1, 2) == 3"]}, 1.0),  # exits before the asserts
+}
+
+
+def test_every_builtin_reward_has_a_hacking_probe():
+    assert set(HACKS) == set(reward_names())
+
+
+@pytest.mark.parametrize("name", sorted(HACKS))
+def test_reward_hacking_probe(name):
+    completion, columns, ceiling = HACKS[name]
+    [reward] = get_reward_funcs([name], max_completion_length=64)
+    assert reward([completion], **columns)[0] < ceiling
