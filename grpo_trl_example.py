@@ -234,6 +234,10 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="GRPO")
     if held_out is not None:
         held_out.write(training_args.output_dir)
+    # Every process waits until the main one has written its outputs, then all leave the process group
+    # together: a process exiting early can take the launcher, and the main process, down with it.
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.end_training()
 
 
 if __name__ == "__main__":
