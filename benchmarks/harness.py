@@ -1,0 +1,99 @@
+"""Shared by the bench_*.py scripts: run a training script under timed_run.py and read back what it recorded."""
+
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+# Paths relative to the repo root, where every run starts, so the printed commands can be pasted as they are.
+OUTPUTS = Path("benchmarks/outputs")  # ignored by the repo's .gitignore (`outputs/`)
+TINY_MODEL = Path("assets/tiny-llama-addition")
+BIG_MODEL = OUTPUTS / "llama-71m"  # built by build_model.py
+# Flags every benchmark run shares: no eval, no reporting, a log (and so a RunRecorder write) at every step.
+COMMON_FLAGS = ["--eval_strategy", "no", "--report_to", "none", "--logging_steps", "1"]
+
+
+def threads_env(threads: int) -> dict:
+    """OMP_NUM_THREADS for the runs: 0 leaves torch's default (one thread per core)."""
+    return {"OMP_NUM_THREADS": str(threads)} if threads else {}
+
+
+def command(script: str, args: list) -> list[str]:
+    """`python benchmarks/timed_run.py <script> <args>`, the command line a run uses (relative to the repo root)."""
+    return [sys.executable, str(BENCH.relative_to(REPO) / "timed_run.py"), script, *map(str, args)]
+
+
+def show(cmd: list[str], env: dict | None = None, time_v: bool = False) -> str:
+    """A command from command() as a user would type it from the repo root."""
+    words = [f"{k}={v}" for k, v in (env or {}).items()] + (["/usr/bin/time", "-v"] if time_v else [])
+    return " ".join(words + [shlex.join(["python", *cmd[1:]])])
+
+
+def run(script: str, args: list, record_path: Path, env: dict | None = None, time_v: bool = False,
+        timeout: int = 900) -> dict:
+    """Run `script` under timed_run.py from the repo root, offline, and return its record.
+
+    The record (see timed_run.py) gains `t_launch` (time.time() just before the process is started), `wall_s`, and
+    with `time_v`, `max_rss_mib`: the "Maximum resident set size" that `/usr/bin/time -v` reports for the process.
+    """
+    record_path = REPO / record_path
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    record_path.unlink(missing_ok=True)
+    cmd = command(script, args)
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(REPO),
+                "BENCH_RECORD": str(record_path), **(env or {})}
+    if time_v:
+        cmd = ["/usr/bin/time", "-v", *cmd]
+    t_launch = time.time()
+    proc = subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+    wall = time.time() - t_launch
+    if proc.returncode != 0 or not record_path.exists():
+        raise RuntimeError(f"{show(cmd)} exited with {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    record = json.loads(record_path.read_text())
+    record["t_launch"] = t_launch
+    record["wall_s"] = wall
+    if time_v:
+        match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+        record["max_rss_mib"] = int(match.group(1)) / 1024
+    record_path.write_text(json.dumps(record))  # keep what was added, for a later look at the run
+    return record
+
+
+def step_times(record: dict, warmup: int) -> list[float]:
+    """Wall-clock seconds per optimizer step, from one step's on_step_begin to the next one's, after `warmup` steps.
+
+    Each interval holds the whole step: fetching the batch, generation and scoring, forward/backward, the optimizer
+    step, and the logging that follows it (TRL's log and every callback's on_log, ours included).
+    """
+    begins = dict(record["step_begin"])
+    return [begins[s + 1] - begins[s] for s in sorted(begins) if s > warmup and s + 1 in begins]
+
+
+def trl_step_times(record: dict, warmup: int) -> list[float]:
+    """TRL's own `step_time` metric (GRPOTrainer.training_step only) per logged step after `warmup` steps."""
+    return [log["step_time"] for log in record["logs"] if "step_time" in log and log["step"] > warmup]
+
+
+def startup_s(record: dict) -> float:
+    """Seconds from launching the process to the start of the first training step."""
+    return dict(record["step_begin"])[1] - record["t_launch"]
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def machine() -> str:
+    import platform
+
+    import torch
+
+    return (f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), torch {torch.__version__}, "
+            f"{torch.get_num_threads()} torch threads, {time.strftime('%Y-%m-%d')}")
