@@ -180,11 +180,6 @@ def load_prompt_dataset(
     return dataset
 
 
-def prompt_text(prompt) -> str:
-    """A prompt in either format as one string, for logs: conversational prompts show their last message."""
-    return prompt[-1]["content"] if isinstance(prompt, list) else prompt
-
-
 class RunRecorder(TrainerCallback):
     """Append each log to `metrics.jsonl`, and sampled completions to `completions.jsonl`.
 
