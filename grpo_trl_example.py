@@ -10,12 +10,13 @@ Every option is a flag and a YAML key; flags override the YAML:
     python grpo_trl_example.py --max_steps 500 --learning_rate 5e-4
     python grpo_trl_example.py --config recipes/Qwen2.5-0.5B-Instruct/grpo/config_gsm8k.yaml
 
-A real model on one GPU, and on several GPUs or nodes through accelerate:
+A real model on one GPU, and on several GPUs or nodes through accelerate. Start from a recipe: the
+defaults above are tuned for the tiny model (4-token completions), and a recipe sets all of them:
 
-    python grpo_trl_example.py --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct \
-        --dataset_name openai/gsm8k --dataset_config main --dataset_prompt_column question \
-        --reward_funcs accuracy format --use_peft
-    accelerate launch --num_processes 8 grpo_trl_example.py --config recipes/Qwen2.5-0.5B-Instruct/grpo/config_gsm8k.yaml
+    python grpo_trl_example.py --config recipes/Qwen2.5-0.5B-Instruct/grpo/config_gsm8k.yaml \
+        --model_name_or_path Qwen/Qwen2.5-1.5B-Instruct
+    accelerate launch --config_file accelerate_configs/zero2.yaml --num_processes 8 \
+        grpo_trl_example.py --config recipes/Qwen2.5-0.5B-Instruct/grpo/config_gsm8k.yaml
 
 The algorithm (Shao et al. 2024, DeepSeekMath, Eq. 3): for each prompt, sample `num_generations`
 completions, score them with the reward functions, and use each completion's reward relative to its
@@ -24,7 +25,7 @@ penalty `beta` against a frozen reference model. No value model is needed. GRPOT
 this; the script's job is to load the model, the prompts and the rewards, and record what happens.
 
 Outputs in `--output_dir`: the model (or LoRA adapter), metrics.jsonl, completions.jsonl,
-summary.json and reward_curve.png.
+summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_num_samples.
 """
 
 from dataclasses import dataclass, field
