@@ -383,6 +383,8 @@ def plot_training(history: list[dict], reward_keys: list[str], path: Path, title
     panels = [(key.removeprefix("rewards/").removesuffix("/mean"), [key]) for key in reward_keys] + TRAINING_PANELS
     panels = [(name, [k for k in keys if any(h.get(k) is not None for h in history)]) for name, keys in panels]
     panels = [(name, keys) for name, keys in panels if keys]
+    if not panels:  # nothing logged yet (max_steps < logging_steps)
+        return
     fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.2 * len(panels)), sharex=True, squeeze=False)
     for ax, (name, keys) in zip(axes[:, 0], panels):
         for key in keys:
@@ -418,8 +420,9 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
         "reward_per_func_last": {k: history[-1][k] for k in reward_keys} if history else {},
     }
     write_json_atomic(out / "summary.json", summary)
-    plot_rewards(recorder.history, reward_keys, out / "reward_curve.png", title)
-    plot_training(history, reward_keys, out / "training_curves.png", title)
+    plots = [out / "reward_curve.png", out / "training_curves.png"]
+    plot_rewards(recorder.history, reward_keys, plots[0], title)
+    plot_training(history, reward_keys, plots[1], title)
 
     print(
         f"\n{title}: {trainer.state.global_step} steps in {summary['train_runtime']:.1f}s "
@@ -430,5 +433,5 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
         f"  metrics:     {out / 'metrics.jsonl'}\n"
         f"  completions: {out / 'completions.jsonl'}\n"
         f"  summary:     {out / 'summary.json'}\n"
-        f"  plots:       {out / 'reward_curve.png'}, {out / 'training_curves.png'}"
+        f"  plots:       {', '.join(str(p) for p in plots if p.exists())}"
     )

@@ -292,12 +292,14 @@ class CheckedReward:
             raise RewardError(f"reward '{self.__name__}' returned {got} for {len(completions)} completions; "
                               "it must return a list with one float (or None) per completion")
         for i, reward in enumerate(rewards):
-            sample = f"sample {i} ({completion_text(completions[i])[:60]!r})"
-            if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
+            if reward is None:
+                continue
+            sample = lambda: f"sample {i} ({completion_text(completions[i])[:60]!r})"  # noqa: E731, only on error
+            if isinstance(reward, bool) or not isinstance(reward, (int, float)):
                 raise RewardError(f"reward '{self.__name__}' returned {reward!r} ({type(reward).__name__}) for "
-                                  f"{sample}; rewards must be floats, or None to skip a sample")
-            if reward is not None and not math.isfinite(reward):
-                raise RewardError(f"reward '{self.__name__}' returned {reward} for {sample}; "
+                                  f"{sample()}; rewards must be floats, or None to skip a sample")
+            if not math.isfinite(reward):
+                raise RewardError(f"reward '{self.__name__}' returned {reward} for {sample()}; "
                                   "return None to skip a sample it cannot score")
         return list(rewards)
 

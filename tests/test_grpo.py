@@ -221,3 +221,12 @@ def test_reference_modes(tmp_path):
     proc = run_script(SCRIPT, "--reference_mode", "ema", "--use_peft", "--output_dir", tmp_path / "lora", cwd=tmp_path,
                       check=False)
     assert proc.returncode == 1 and "--reference_mode ema updates a separate reference model" in proc.stderr
+
+
+def test_run_shorter_than_one_logging_interval(tmp_path):
+    """Nothing logged (max_steps < logging_steps) is still a clean run with a summary."""
+    out = tmp_path / "out"
+    proc = run_script(SCRIPT, "--max_steps", 2, "--logging_steps", 10, "--eval_strategy", "no", "--output_dir", out,
+                      cwd=tmp_path)
+    assert json.loads((out / "summary.json").read_text())["global_step"] == 2
+    assert "training_curves.png" not in proc.stdout and (out / "model.safetensors").exists()
