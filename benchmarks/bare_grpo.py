@@ -1,11 +1,12 @@
 """The baseline for bench_overhead.py: a bare GRPOTrainer call with the settings grpo_trl_example.py resolves to.
 
-No TrlParser, no RunRecorder callback, no metrics.jsonl / completions.jsonl / summary.json / plot, no final
-save_model: just the config, the dataset, the reward and `trainer.train()`. The reward is the same function
-(`rewards.accuracy_reward`), so both runs score the same completions with the same code; run it with the repo root
-on PYTHONPATH (bench_overhead.py does).
+No TrlParser and no checks, no callbacks of ours (RunRecorder, NoSignalWatchdog), no rewards.CheckedReward wrapper,
+no metrics.jsonl / completions.jsonl / summary.json / plots, no final save_model (the trainer still writes its own
+`checkpoint-<max_steps>/`, as in the script): just the config, the dataset, the reward and `trainer.train()`. The
+reward is the same function (`rewards.accuracy_reward`), so both runs score the same completions with the same code;
+run it with the repo root on PYTHONPATH (bench_overhead.py does).
 
-    PYTHONPATH=. python benchmarks/bare_grpo.py --max_steps 30 --output_dir outputs/bench/bare
+    PYTHONPATH=. python benchmarks/bare_grpo.py --max_steps 30 --output_dir benchmarks/outputs/bare
 
 The values below are grpo_trl_example.py's defaults for the bundled task (TINY_TASK_DEFAULTS,
 TUNED_FOR_TINY_MODEL and device_defaults()). bench_overhead.py compares the resolved GRPOConfig of both runs and
@@ -26,9 +27,9 @@ ASSETS = Path(__file__).resolve().parents[1] / "assets"
 parser = argparse.ArgumentParser()
 parser.add_argument("--model_name_or_path", default=str(ASSETS / "tiny-llama-addition"))
 parser.add_argument("--dataset_name", default=str(ASSETS / "addition"))
-parser.add_argument("--output_dir", default="outputs/bench/bare")
+parser.add_argument("--output_dir", default="benchmarks/outputs/bare")
 parser.add_argument("--max_steps", type=int, default=300)
-parser.add_argument("--logging_steps", type=int, default=1)
+parser.add_argument("--logging_steps", type=int, default=1, help="the script's default is 10; the benchmark logs at 1")
 parser.add_argument("--max_completion_length", type=int, default=4)
 args = parser.parse_args()
 

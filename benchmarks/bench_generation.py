@@ -92,7 +92,8 @@ results = {c: [] for c in CONFIGS}
 for repeat in range(args.repeats):
     for k, s in CONFIGS:
         name = f"it{k}-spg{s}-{repeat}"
-        record = run("grpo_trl_example.py", [*config_flags(k, s), "--output_dir", out / name], out / f"{name}.json", env)
+        record = run("grpo_trl_example.py", [*config_flags(k, s), "--output_dir", out / name], out / f"{name}.json",
+                     env)
         b = breakdown(record)
         results[(k, s)].append(b)
         print(f"  round {repeat} num_iterations {k} steps_per_generation {s}: {b['step'] * 1000:7.1f} ms/step, "

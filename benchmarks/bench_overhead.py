@@ -1,7 +1,9 @@
 """Wrapper overhead: grpo_trl_example.py against a bare GRPOTrainer call (bare_grpo.py), same model, data and seed.
 
-    python benchmarks/bench_overhead.py                 # the bundled tiny model: 6 x 2 runs of 40 steps, ~3 min
-    python benchmarks/bench_overhead.py --model_name_or_path benchmarks/outputs/llama-71m --steps 25 --repeats 2
+    python benchmarks/bench_overhead.py                 # the bundled tiny model: 6 x 2 runs of 40 steps, ~2-3 min
+    python benchmarks/build_model.py                    # once, for the run below
+    python benchmarks/bench_overhead.py --model_name_or_path benchmarks/outputs/llama-71m --steps 24 --warmup 3 \
+        --repeats 3                                     # ~71M model, 3 x 2 runs of 24 steps, ~5 min
 
 Runs the two as subprocesses under timed_run.py, interleaved (script, bare, script, bare, ...), each for `--steps`
 optimizer steps with a log at every step (`--logging_steps 1`: the worst case for the script, whose RunRecorder

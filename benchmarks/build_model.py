@@ -7,14 +7,13 @@ Hidden 768, MLP 2048, 10 layers, 12 heads (no GQA), the bundled character tokeni
 With so small a vocabulary the embeddings are negligible and the parameters sit in the transformer blocks, as they
 do in a real model: 10 x (4 x 768^2 attention + 3 x 768 x 2048 MLP) = 70.8M. The weights are random, so the model
 writes random characters: that is enough to measure memory and time, which do not depend on what it writes
-(completions run to `max_completion_length`, since eos is rarely sampled).
+(completions nearly always run to `max_completion_length`: eos is 1 token in 98).
 
 `--reward_model` builds the same network as a LlamaForSequenceClassification with one output (num_labels=1), the
 reward model `ppo_trl_example.py --reward_model_path` takes, with the same tokenizer as the policy.
 """
 
 import argparse
-import shutil
 from pathlib import Path
 
 import torch
@@ -51,8 +50,6 @@ torch.manual_seed(0)
 model = (LlamaForSequenceClassification if args.reward_model else LlamaForCausalLM)(config)
 n = sum(p.numel() for p in model.parameters())
 out = Path(args.output_dir or BENCH / "outputs" / ("llama-71m-rm" if args.reward_model else "llama-71m"))
-if out.exists():
-    shutil.rmtree(out)  # our own build output, rebuilt from scratch
 model.save_pretrained(out)
 tokenizer.save_pretrained(out)
 print(f"{n / 1e6:.1f}M parameters ({n * 4 / 2**20:.0f} MiB in fp32) -> {out}")
