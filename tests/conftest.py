@@ -50,6 +50,18 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     return proc
 
 
+def assert_run_summary(out: Path, stdout: str, steps: int) -> None:
+    """What every single-process run of the bundled task must leave: summary.json, both plots, the printed summary."""
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 1 and summary["global_step"] == steps and summary["train_runtime"] > 0
+    assert summary["versions"]["trl"] == "1.12.0"
+    assert 0.0 <= summary["reward_first_20pct"] <= 1.0 and 0.0 <= summary["reward_last_20pct"] <= 1.0
+    assert summary["script_args"]["reward_funcs"] == ["accuracy"]
+    assert summary["training_args"]["use_cpu"] is True and summary["training_args"]["bf16"] is False
+    assert (out / "reward_curve.png").read_bytes()[:4] == (out / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert "mean reward, last 20% of logged steps" in stdout
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 

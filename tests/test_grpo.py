@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 import yaml
-from conftest import ADDITION, REPO, read_jsonl, run_script, write_jsonl
+from conftest import ADDITION, REPO, assert_run_summary, read_jsonl, run_script, write_jsonl
 
 from common import device_defaults
 from rewards import accuracy_reward, reward_names
@@ -39,14 +39,7 @@ def test_default_task_outputs(tmp_path):
         assert row["prompt"] in train_prompts
         assert row["accuracy"] == accuracy_reward([row["completion"]], answer=[answer_of(row["prompt"])])[0]
 
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["world_size"] == 1 and summary["global_step"] == 4 and summary["train_runtime"] > 0
-    assert summary["versions"]["trl"] == "1.12.0"
-    assert 0.0 <= summary["reward_first_20pct"] <= 1.0 and 0.0 <= summary["reward_last_20pct"] <= 1.0
-    assert summary["script_args"]["reward_funcs"] == ["accuracy"]
-    assert summary["training_args"]["use_cpu"] is True and summary["training_args"]["bf16"] is False
-    assert (out / "reward_curve.png").read_bytes()[:4] == (out / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
-    assert "mean reward, last 20% of logged steps" in proc.stdout
+    assert_run_summary(out, proc.stdout, steps=4)
 
     # the trained policy is a plain causal LM that loads and generates
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ADDITION, REPO, TINY_MODEL, read_jsonl, run_script, write_jsonl
+from conftest import ADDITION, REPO, TINY_MODEL, assert_run_summary, read_jsonl, run_script, write_jsonl
 
 from common import device_defaults
 from rewards import accuracy_reward, get_reward_funcs
@@ -184,14 +184,7 @@ def test_default_task_outputs(tmp_path):
         step_rows = [r for r in rows if r["step"] == m["step"]]
         assert m["reward"] == pytest.approx(sum(r["accuracy"] for r in step_rows) / len(step_rows))
 
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["world_size"] == 1 and summary["global_step"] == 4 and summary["train_runtime"] > 0
-    assert summary["versions"]["trl"] == "1.12.0"
-    assert 0.0 <= summary["reward_first_20pct"] <= 1.0 and 0.0 <= summary["reward_last_20pct"] <= 1.0
-    assert summary["script_args"]["reward_funcs"] == ["accuracy"]
-    assert summary["training_args"]["use_cpu"] is True and summary["training_args"]["bf16"] is False
-    assert (out / "reward_curve.png").read_bytes()[:4] == b"\x89PNG"
-    assert "mean reward, last 20% of logged steps" in proc.stdout
+    assert_run_summary(out, proc.stdout, steps=4)
 
     # the saved policy is a plain causal LM (no policy/value wrapper), with a pad token that is not eos
     from safetensors import safe_open
