@@ -7,6 +7,7 @@ Rewards here (pass their names to `--reward_funcs`):
     overlong    DAPO soft overlong punishment: 0, then down to -1.0 over the last quarter of the length budget
     repetition  penalty in [-1.0, 0.0] for repeated token 3-grams
     code        fraction of the row's `tests` asserts that pass after the completion's code, run in a sandbox
+    length      1.0 at half the completion budget in tokens, falling linearly to 0 at none and at the full budget
 
 Every reward has the signature `(completions, **kwargs) -> list[float | None]`, one value per completion:
 - `completions` is a list of strings (standard format) or of message lists (conversational format);
@@ -15,6 +16,10 @@ Every reward has the signature `(completions, **kwargs) -> list[float | None]`, 
   `answer=[...]`). GRPOTrainer also passes `prompts`, `completion_ids`, `trainer_state`, `log_extra` and
   `log_metric`; take what you need and let `**kwargs` swallow the rest.
 - `None` means "cannot score this sample"; TRL leaves it out of that reward.
+
+A reward may also declare, with `@reward_spec(...)`, the dataset columns it reads (checked before any model
+loads) and whether it is a correctness reward (1.0 exactly when the completion is right), which turns on
+pass@k in the held-out evaluation. Undeclared rewards need the columns their signature requires.
 
 To add your own reward, write it in your own module (next to your script or on PYTHONPATH), e.g. my_module.py:
 
@@ -26,6 +31,7 @@ To add your own reward, write it in your own module (next to your script or on P
 and pass `--reward_funcs accuracy my_module.my_reward`, or add it to `REWARD_FUNCS` below.
 """
 
+import functools
 import importlib
 import inspect
 import logging
@@ -44,6 +50,51 @@ ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 THINK_ANSWER_FORMAT = re.compile(r"\s*<think>.*?</think>\s*<answer>(.*?)</answer>\s*", re.DOTALL)
 # Anti-hacking: math-verify reads "3 4 5" as 3 + 4 + 5, so numbers separated by spaces are a list of guesses.
 SPACED_NUMBERS = re.compile(r"\d\s+-?\.?\d")
+
+
+# Keyword arguments that the trainers pass to every reward; a reward that requires any other one needs that column.
+TRAINER_KWARGS = ("completions", "prompts", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
+
+
+def reward_spec(columns=(), correctness: bool = False, final_answer: Callable[[str], str | None] | None = None):
+    """Declare what a reward reads and what its value means; the scripts act on both.
+
+    Args:
+        columns: the dataset columns the reward needs, each a name or a tuple of names of which one is enough.
+            A missing one stops the run before any model loads.
+        correctness: the reward is 1.0 exactly when the completion is right. The held-out evaluation then
+            reports greedy accuracy, pass@1 and pass@k for it.
+        final_answer: text -> the completion's final answer, for maj@k (a majority vote over answers).
+
+    >>> @reward_spec(columns=["label"], correctness=True)
+    ... def exact(completions, label, **kwargs):
+    ...     return [float(c == l) for c, l in zip(completions, label)]
+    >>> exact.columns, exact.correctness
+    (('label',), True)
+    """
+
+    def declare(func):
+        func.columns, func.correctness, func.final_answer = tuple(columns), correctness, final_answer
+        return func
+
+    return declare
+
+
+def required_columns(reward_func) -> tuple:
+    """The columns a reward needs: its `@reward_spec` columns, else the arguments its signature requires.
+
+    >>> def mine(completions, answer, level=1, **kwargs): ...
+    >>> required_columns(mine), required_columns(accuracy_reward)
+    (('answer',), (('answer', 'solution'),))
+    """
+    if hasattr(reward_func, "columns"):
+        return reward_func.columns
+    try:
+        parameters = inspect.signature(reward_func).parameters.values()
+    except (TypeError, ValueError):  # a builtin or an object without a signature: assume it needs nothing
+        return ()
+    return tuple(p.name for p in parameters if p.default is p.empty and p.name not in TRAINER_KWARGS
+                 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 def completion_text(completion: str | list[dict[str, str]]) -> str:
@@ -127,6 +178,7 @@ def _math_verify_timeouts() -> tuple[int | None, int | None]:
     return None, None
 
 
+@reward_spec(columns=[("answer", "solution")], correctness=True, final_answer=extract_answer)
 def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[float | None]:
     r"""1.0 if the completion's final answer (see `extract_answer`) equals the gold answer, else 0.0.
 
@@ -245,6 +297,30 @@ def get_repetition_reward(max_completion_length: int) -> Callable:
     return get_repetition_penalty_reward(ngram_size=3, max_penalty=-1.0)
 
 
+def length_reward(completion_ids, max_completion_length: int, **kwargs) -> list[float]:
+    """1 - |n - L/2| / (L/2) for a completion of n tokens under a budget of L tokens, at least 0 (see `get_length_reward`)."""
+    target = max_completion_length / 2
+    return [max(0.0, 1.0 - abs(len(ids) - target) / target) for ids in completion_ids]
+
+
+def get_length_reward(max_completion_length: int) -> Callable:
+    """Return a reward for completions of about half the completion budget, in tokens.
+
+    TRL's GRPO quickstart trains a summariser on trl-lib/tldr with a length reward; this is that reward made
+    relative to the budget, so it needs no setting of its own: 1.0 at L/2 tokens, linear down to 0 at 0 and at L.
+
+    Args:
+        max_completion_length: The trainer's completion budget in tokens (L).
+
+    Returns:
+        A reward that reads `completion_ids`: 1 - |n - L/2| / (L/2), at least 0.
+
+    >>> get_length_reward(max_completion_length=8)(completion_ids=[[1] * 4, [1] * 2, [1] * 8, []])
+    [1.0, 0.5, 0.0, 0.0]
+    """
+    return functools.partial(length_reward, max_completion_length=max_completion_length)  # a partial pickles
+
+
 # The registry: plain rewards, and factories that build a reward from the trainer's settings.
 REWARD_FUNCS: dict[str, Callable] = {
     "accuracy": accuracy_reward,
@@ -254,6 +330,7 @@ REWARD_FUNCS: dict[str, Callable] = {
 REWARD_FACTORIES: dict[str, Callable[..., Callable]] = {
     "overlong": get_overlong_reward,
     "repetition": get_repetition_reward,
+    "length": get_length_reward,
 }
 
 
@@ -280,6 +357,10 @@ class CheckedReward:
     def __init__(self, name: str, reward_func: Callable):
         self.__name__ = name
         self.reward_func = reward_func
+        # what the reward declares (reward_spec), so the scripts can check columns and pick eval metrics
+        self.columns = required_columns(reward_func)
+        self.correctness = getattr(reward_func, "correctness", False)
+        self.final_answer = getattr(reward_func, "final_answer", None)
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
         try:
@@ -319,7 +400,7 @@ def reward_names() -> list[str]:
     """Return the sorted names of all registered rewards.
 
     >>> reward_names()
-    ['accuracy', 'code', 'format', 'overlong', 'repetition', 'tag_count']
+    ['accuracy', 'code', 'format', 'length', 'overlong', 'repetition', 'tag_count']
     """
     return sorted(REWARD_FUNCS | REWARD_FACTORIES)
 
@@ -370,6 +451,7 @@ def get_reward_funcs(names: list[str], max_completion_length: int) -> list[Calla
 # ---- code: run the completion's code against the row's asserts, in a sandbox (code_sandbox.py) --------------------
 
 
+@reward_spec(columns=["tests"], correctness=True)
 def code_reward(completions, tests=None, **kwargs) -> list[float | None]:
     """The fraction of the row's asserts that pass when run after the completion's code, in a sandbox.
 

@@ -180,7 +180,7 @@ def test_registry_names_and_pickling():
         restored = pickle.loads(pickle.dumps(func))
         assert restored.__name__ == func.__name__
     completions, ids = ["<think>a</think><answer>4</answer>"], [[1, 2, 3]]
-    expected = {"accuracy": [1.0], "code": [None], "format": [1.0], "overlong": [0.0], "repetition": [0.0],
+    expected = {"accuracy": [1.0], "code": [None], "format": [1.0], "length": [0.375], "overlong": [0.0], "repetition": [0.0],
                 "tag_count": [1.0]}  # code: no `tests` column
     assert sorted(expected) == reward_names(), "add the new reward's expected value here"
     rewards = {f.__name__: f(completions=completions, completion_ids=ids, answer=["4"]) for f in funcs}
@@ -272,6 +272,7 @@ HACKS = {
     "overlong": ("x", {"completion_ids": [[7] * 64]}, 0.0),  # runs to the length limit
     "repetition": ("7 7 7 7", {"completion_ids": [[7, 8, 9] * 20]}, 0.0),  # a loop of the same tokens
     "code": ("import sys\nsys.exit(0)", {"tests": ["assert add(1, 2) == 3"]}, 1.0),  # exits before the asserts
+    "length": ("", {"completion_ids": [[]]}, 0.1),  # says nothing at all
 }
 
 
@@ -284,3 +285,15 @@ def test_reward_hacking_probe(name):
     completion, columns, ceiling = HACKS[name]
     [reward] = get_reward_funcs([name], max_completion_length=64)
     assert reward([completion], **columns)[0] < ceiling
+
+
+def test_reward_declarations():
+    """Declared columns and correctness survive the registry's wrapping; undeclared rewards need what they require."""
+    accuracy, code, fmt_reward = get_reward_funcs(["accuracy", "code", "format"], max_completion_length=8)
+    assert accuracy.columns == (("answer", "solution"),) and accuracy.correctness and accuracy.final_answer
+    assert code.columns == ("tests",) and code.correctness and code.final_answer is None
+    assert fmt_reward.columns == () and not fmt_reward.correctness
+
+    def mine(completions, prompts, label, answer=None, *, level, trainer_state=None, **kwargs): ...
+
+    assert CheckedReward("mine", mine).columns == ("label", "level")
