@@ -6,9 +6,12 @@ algorithm. Read the training scripts first; come here when you want to know how 
     parse_args()           TrlParser parsing, with valid batch sizes suggested when TRL rejects one
     device_defaults()      CPU-safe defaults (`use_cpu`, no bf16) when there is no GPU
     check_model_path()     a clear error for a model that is neither a directory nor on the hub
+    check_reward_model()   a clear error for a reward model that is not a one-output sequence classifier
     check_gpu_options()    a clear error for vLLM / QLoRA without a GPU or the package
     warn_if_tuned_defaults_kept()  a warning when a real model runs with the tiny model's settings
+    refuse_ignored_fields()  a clear error for an option the trainer would accept and silently ignore
     load_prompt_dataset()  a hub id or a local file/folder -> DatasetDict with a `prompt` column
+    check_reward_columns() a clear error, before any model loads, for a column a reward needs and the data lacks
     RunRecorder            a TrainerCallback that writes metrics.jsonl and completions.jsonl (resume-safe)
     resolve_checkpoint()   `--resume_from_checkpoint last`: the newest complete checkpoint
     NoSignalWatchdog       a TrainerCallback that warns (or stops) when the reward gives no signal
@@ -28,6 +31,7 @@ from typing import Callable
 import torch
 from datasets import DatasetDict, load_dataset
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
 
 # File extensions `--dataset_name` accepts for a single local file, and the `datasets` builder for each.
 LOCAL_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -86,6 +90,24 @@ def check_model_path(name: str, revision: str = "main", flag: str = "--model_nam
         raise SystemExit(f"error: {flag} {name} is not a local directory, and {why}") from None
 
 
+def check_reward_model(path: str, flag: str, trust_remote_code: bool = False) -> None:
+    """Stop before training unless `path` is a sequence-classification model with one output, a reward model.
+
+    Any causal LM would otherwise load as one, with a new, random `score` head, and train on noise.
+    """
+    from transformers import AutoConfig
+
+    check_model_path(path, flag=flag)
+    config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    architectures = config.architectures or []
+    if not any(a.endswith("ForSequenceClassification") for a in architectures) or config.num_labels != 1:
+        raise SystemExit(
+            f"error: {flag} {path} is {', '.join(architectures) or 'an unknown architecture'} with {config.num_labels} "
+            "labels; a reward model is a sequence-classification model with one output (num_labels=1) that scores a "
+            "whole prompt + completion"
+        )
+
+
 def check_gpu_options(training_args, model_args) -> None:
     """Stop early, with one clear sentence, when an option needs a GPU or a package this machine lacks.
 
@@ -121,12 +143,27 @@ def warn_if_tuned_defaults_kept(tiny_defaults: dict, tuned: dict, model_args, tr
               f"{settings}. Set them for your model, or start from a recipe in recipes/.")
 
 
+def refuse_ignored_fields(ignored: dict[str, str], parser, *parsed) -> None:
+    """Stop with one sentence when an option that would be silently ignored is set away from its default.
+
+    Args:
+        ignored: option name -> why it has no effect here and what to do instead.
+        parser: the script's TrlParser, whose defaults (the script's own included) are the reference.
+        parsed: the parsed dataclasses.
+    """
+    for args in parsed:
+        for name, why in ignored.items():
+            if hasattr(args, name) and getattr(args, name) != parser.get_default(name):
+                raise SystemExit(f"error: --{name} is not supported here: {why}")
+
+
 def load_prompt_dataset(
     dataset_name: str,
     dataset_config: str | None = None,
     prompt_column: str = "prompt",
     system_prompt: str | None = None,
     train_split: str = "train",
+    answer_column: str | None = None,
 ) -> DatasetDict:
     """Load prompts from the hub or from disk and put them in TRL's `prompt` column.
 
@@ -138,6 +175,7 @@ def load_prompt_dataset(
             (standard format) or a list of `{"role", "content"}` messages (conversational format).
         system_prompt: if set, every prompt becomes conversational with this system message first.
         train_split: the split that must exist.
+        answer_column: if set, this column is renamed to `answer`, the gold answer that `accuracy` reads.
 
     Returns:
         A DatasetDict; a missing train split, an empty split or a missing prompt column stops the script with
@@ -163,10 +201,16 @@ def load_prompt_dataset(
         if prompt_column not in split.column_names:
             raise SystemExit(f"error: no prompt column '{prompt_column}' in split '{name}' of {dataset_name}; its "
                              f"columns are: {', '.join(split.column_names)}. Choose one with --dataset_prompt_column")
-    if prompt_column != "prompt":
+    for column, role, flag in [(prompt_column, "prompt", "--dataset_prompt_column"),
+                               (answer_column, "answer", "--dataset_answer_column")]:
+        if column is None or column == role:
+            continue
+        for name, split in dataset.items():
+            if column not in split.column_names:
+                raise SystemExit(f"error: {flag} {column}: no such column in split '{name}' of {dataset_name}; its "
+                                 f"columns are: {', '.join(split.column_names)}")
         dataset = DatasetDict({
-            name: (split.remove_columns("prompt") if "prompt" in split.column_names else split)
-            .rename_column(prompt_column, "prompt")
+            name: (split.remove_columns(role) if role in split.column_names else split).rename_column(column, role)
             for name, split in dataset.items()
         })
 
@@ -178,6 +222,30 @@ def load_prompt_dataset(
 
         dataset = dataset.map(add_system_prompt, input_columns="prompt")
     return dataset
+
+
+# How to supply a column a reward needs without preprocessing, where a flag exists for it.
+COLUMN_FLAGS = {"answer": "--dataset_answer_column", "solution": "--dataset_answer_column", "prompt": "--dataset_prompt_column"}
+
+
+def check_reward_columns(reward_funcs, column_names: list[str], dataset_name: str) -> None:
+    """Stop, before any model loads, when a reward needs a dataset column that is not there.
+
+    What a reward needs comes from `rewards.required_columns` (its `@reward_spec`, else its signature). Without
+    this check `accuracy` on a dataset with no gold column returns None for every sample and trains on nothing.
+    """
+    for func in reward_funcs:
+        for need in getattr(func, "columns", ()):
+            names = (need,) if isinstance(need, str) else tuple(need)
+            if any(n in column_names for n in names):
+                continue
+            flag = COLUMN_FLAGS.get(names[0])
+            how = (f"map yours onto it with {flag} <column>" if flag else
+                   f"rename yours to '{names[0]}' in the data")
+            raise SystemExit(
+                f"error: reward '{func.__name__}' needs a column {' or '.join(repr(n) for n in names)}, and "
+                f"{dataset_name} has: {', '.join(column_names)}; {how}"
+            )
 
 
 class RunRecorder(TrainerCallback):
@@ -251,9 +319,21 @@ class NoSignalWatchdog(TrainerCallback):
         self.patience, self.stop, self.beta = patience, stop, beta
         self.recent: list[dict] = []
         self.warned = self.explained_zero_loss = False
+        self.unscored: set[str] = set()  # rewards already reported as scoring nothing
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or logs.get("reward") is None:
+        if not logs:
+            return
+        # A reward that returned None for every completion of the logging step: both trainers log its mean as None.
+        for key, value in logs.items():
+            name = key.removeprefix("rewards/").removesuffix("/mean")
+            if key.startswith("rewards/") and key.endswith("/mean") and value is None and name not in self.unscored:
+                self.unscored.add(name)
+                if state.is_world_process_zero:
+                    print(f"\nWARNING: reward '{name}' returned None for every completion at step {state.global_step}: "
+                          "it could not score any of them, so it adds nothing to the reward. Check that the dataset "
+                          "has the columns it reads, and that its answers are where it looks (completions.jsonl).")
+        if logs.get("reward") is None:
             return
         self.recent = (self.recent + [logs])[-self.patience :]
         rewards = [log["reward"] for log in self.recent]
@@ -329,15 +409,16 @@ def read_jsonl_lenient(path: Path) -> list[dict]:
 
 def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str) -> str | None:
     """`--resume_from_checkpoint`: a checkpoint directory, or `last` (also `true`) for the newest complete one
-    in `output_dir`. A checkpoint is complete once trainer_state.json, which the Trainer writes last, parses;
-    one cut short by a kill is skipped."""
+    in `output_dir`. transformers' own `sort_checkpoints` finds the `checkpoint-<step>` directories (others,
+    such as `checkpoint-best`, are not checkpoints of a step). A checkpoint is complete once trainer_state.json,
+    which the Trainer writes last, parses; one cut short by a kill is skipped."""
     if resume_from_checkpoint is None or resume_from_checkpoint.lower() not in ("last", "true"):
         return resume_from_checkpoint
-    checkpoints = sorted(Path(output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]), reverse=True)
-    for checkpoint in checkpoints:
+    checkpoints = sort_checkpoints(output_dir, PREFIX_CHECKPOINT_DIR) if Path(output_dir).is_dir() else []
+    for checkpoint in reversed(checkpoints):  # newest first
         try:
-            json.loads((checkpoint / "trainer_state.json").read_text())
-            return str(checkpoint)
+            json.loads((Path(checkpoint) / "trainer_state.json").read_text())
+            return checkpoint
         except (OSError, json.JSONDecodeError):
             print(f"skipping incomplete checkpoint {checkpoint}")
     raise SystemExit(f"error: --resume_from_checkpoint {resume_from_checkpoint}: no complete checkpoint in {output_dir}")

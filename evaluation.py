@@ -1,15 +1,23 @@
 """Held-out evaluation before and after training: mean reward, greedy accuracy, pass@k and maj@k.
 
-Both training scripts call `evaluate()` on the eval split when `--eval_num_samples K` is set:
-for each prompt it samples K completions at the training temperature, plus one greedy completion,
-and scores them with the same reward functions used for training.
+Both training scripts add `BeforeAfterEval` as a callback when `--eval_num_samples K` is set. When training
+starts and when it ends it samples K completions per eval prompt at the training temperature, plus one greedy
+completion, and scores them with the training rewards (reward functions and reward models alike).
 
-For each reward in `CORRECTNESS_REWARDS` (a reward that is 1.0 exactly when the answer is right)
-it also reports:
+- The prompts are the token ids training feeds the model (`prompt_token_ids`): the same special tokens (a
+  BOS for Llama-style tokenizers) and the same chat template.
+- Every process evaluates its own slice of the prompts and the results are gathered, so a long eval does not
+  keep the other ranks waiting. Generation runs inside TRL's `unwrap_model_for_generation`, as the trainers'
+  own does, which gathers ZeRO-3 weights; FSDP2 and ZeRO-3 let `generate` keep the ranks in step.
+
+For every reward that declares itself a correctness reward (`rewards.reward_spec(correctness=True)`: 1.0 exactly
+when the completion is right, such as `accuracy` and `code`) it also reports:
     greedy_accuracy  fraction of prompts whose greedy completion is right
     pass@1, pass@k   the unbiased estimator of Chen et al. 2021 ("Evaluating Large Language Models
                      Trained on Code", Eq. 1): the chance that at least one of k samples is right
     maj@k            fraction of prompts where the most common final answer among the k samples is right
+                     (for rewards that also declare how to read a final answer, such as `accuracy`)
+Other rewards get their mean over the samples and over the greedy completions.
 """
 
 import json
@@ -18,11 +26,24 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from trl.data_utils import is_conversational, maybe_apply_chat_template
+from accelerate.utils import gather_object
+from transformers import TrainerCallback
+from trl.data_utils import apply_chat_template, is_conversational
 
-from rewards import completion_text, extract_answer
+from rewards import completion_text
 
-CORRECTNESS_REWARDS = ("accuracy",)
+
+def prompt_token_ids(tokenizer, prompt, chat_template_kwargs: dict | None = None) -> list[int]:
+    """The token ids a trainer feeds the model for one prompt.
+
+    As trl 1.12's GRPOTrainer tokenizes prompts (`_tokenize_prompts`): a conversation goes through the chat
+    template, ending with the assistant's turn; plain text through the tokenizer with its special tokens, so a
+    tokenizer that adds BOS adds it here too. The PPO script tokenizes its prompts with this function.
+    """
+    if is_conversational({"prompt": prompt}):
+        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True,
+                                             **(chat_template_kwargs or {}))["input_ids"]
+    return tokenizer(text=prompt)["input_ids"]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -37,13 +58,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
-def majority_answer(texts: list[str]) -> int | None:
-    """Index of a sample carrying the most common extracted final answer, or None if no sample has one.
+def majority_answer(texts: list[str], final_answer) -> int | None:
+    """Index of a sample carrying the most common final answer, or None if no sample has one.
 
-    >>> majority_answer(["so 4", "it is 5", "4"])
+    >>> from rewards import extract_answer
+    >>> majority_answer(["so 4", "it is 5", "4"], extract_answer)
     0
     """
-    answers = [extract_answer(t) for t in texts]
+    answers = [final_answer(t) for t in texts]
     counts = Counter(a for a in answers if a is not None)
     if not counts:
         return None
@@ -52,42 +74,85 @@ def majority_answer(texts: list[str]) -> int | None:
 
 
 @torch.no_grad()
-def generate(model, tokenizer, prompts: list[str], num_samples: int, temperature: float | None,
+def generate(model, tokenizer, prompt_ids: list[list[int]], num_samples: int, temperature: float | None,
              max_new_tokens: int, batch_size: int = 16) -> tuple[list[list[str]], list[list[list[int]]]]:
-    """Generate `num_samples` completions per prompt text (greedy when temperature is None).
+    """Generate `num_samples` completions per prompt (greedy when temperature is None).
 
-    Returns texts and token ids, both indexed [prompt][sample]; generation stops at eos.
+    Returns texts and token ids, both indexed [prompt][sample]. As in the trainers, a completion's ids run up to
+    and including its first eos, and its text is decoded without special tokens.
     """
     device = next(model.parameters()).device
-    padding_side, tokenizer.padding_side = tokenizer.padding_side, "left"
+    sampling = dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature else dict(do_sample=False)
     texts, ids = [], []
-    for start in range(0, len(prompts), batch_size):
-        batch = tokenizer(prompts[start:start + batch_size], return_tensors="pt", padding=True,
-                          add_special_tokens=False).to(device)
-        sampling = dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature else dict(do_sample=False)
+    for start in range(0, len(prompt_ids), batch_size):
+        batch = tokenizer.pad({"input_ids": prompt_ids[start:start + batch_size]}, padding_side="left",
+                              return_tensors="pt").to(device)
         out = model.generate(**batch, max_new_tokens=max_new_tokens, num_return_sequences=num_samples,
                              pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, **sampling)
         for row in out[:, batch["input_ids"].shape[1]:].tolist():
             if tokenizer.eos_token_id in row:
-                row = row[: row.index(tokenizer.eos_token_id)]
-            row = [t for t in row if t != tokenizer.pad_token_id]
+                row = row[: row.index(tokenizer.eos_token_id) + 1]
+            elif tokenizer.pad_token_id != tokenizer.eos_token_id:
+                row = [t for t in row if t != tokenizer.pad_token_id]
             ids.append(row)
             texts.append(tokenizer.decode(row, skip_special_tokens=True))
-    tokenizer.padding_side = padding_side
     group = lambda xs: [xs[i:i + num_samples] for i in range(0, len(xs), num_samples)]  # noqa: E731
     return group(texts), group(ids)
 
 
-def score(reward_func, dataset, texts: list[list[str]], ids: list[list[list[int]]]) -> list[list[float | None]]:
-    """Score completions [prompt][sample] with a reward function, passing each row's columns as kwargs."""
+def score(reward_func, rows: dict[str, list], texts: list[list[str]], ids: list[list[list[int]]]) -> list[list]:
+    """Score completions [prompt][sample] with a reward, passing each row's columns as keyword arguments."""
     k = len(texts[0])
-    conversational = is_conversational({"prompt": dataset[0]["prompt"]})
+    conversational = is_conversational({"prompt": rows["prompt"][0]})
     flat = [t for sample in texts for t in sample]
     completions = [[{"role": "assistant", "content": t}] for t in flat] if conversational else flat
-    columns = {c: [v for v in dataset[c] for _ in range(k)] for c in dataset.column_names}
+    columns = {c: [v for v in values for _ in range(k)] for c, values in rows.items() if c != "input_ids"}
     columns["prompts"] = columns.pop("prompt")
     rewards = reward_func(completions=completions, completion_ids=[i for s in ids for i in s], **columns)
-    return [rewards[i:i + k] for i in range(0, len(rewards), k)]
+    return [list(rewards[i:i + k]) for i in range(0, len(rewards), k)]
+
+
+class RewardModelReward:
+    """A sequence-classification reward model (num_labels=1) as a reward function, for the evaluation.
+
+    `encode(prompt, completion, completion_ids) -> token ids` says what the model reads, so that it scores exactly
+    what it scores in training: GRPO gives it text in the reward model's own tokenizer, PPO the policy's ids.
+    The score is the model's output at the last token, as in TRL.
+    """
+
+    correctness = False
+
+    def __init__(self, model, name: str, encode, pad_token_id: int, batch_size: int = 16):
+        self.model, self.__name__, self.encode = model, name, encode
+        self.pad_token_id, self.batch_size = pad_token_id, batch_size
+
+    @torch.inference_mode()
+    def __call__(self, prompts, completions, completion_ids, **kwargs) -> list[float]:
+        device = next(self.model.parameters()).device
+        rows = [self.encode(*args) for args in zip(prompts, completions, completion_ids, strict=True)]
+        scores = []
+        for start in range(0, len(rows), self.batch_size):
+            batch = rows[start:start + self.batch_size]
+            width = max(map(len, batch))
+            input_ids = torch.tensor([r + [self.pad_token_id] * (width - len(r)) for r in batch], device=device)
+            mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in batch], device=device)
+            logits = self.model(input_ids=input_ids, attention_mask=mask).logits  # (batch, 1), at the last real token
+            scores += logits[:, 0].float().tolist()
+        return scores
+
+
+def text_encoder(tokenizer, chat_template_kwargs: dict | None = None):
+    """`encode` for a reward model that reads text, as GRPOTrainer builds it: the prompt and completion joined (through
+    the reward model's chat template for conversations) and tokenized without adding special tokens."""
+
+    def encode(prompt, completion, completion_ids) -> list[int]:
+        if is_conversational({"prompt": prompt}):
+            text = apply_chat_template({"messages": prompt + completion}, tokenizer, **(chat_template_kwargs or {}))["text"]
+        else:
+            text = prompt + completion
+        return tokenizer(text=text, add_special_tokens=False)["input_ids"]
+
+    return encode
 
 
 def mean(values) -> float | None:
@@ -95,37 +160,55 @@ def mean(values) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: list[list[str]], num_samples: int) -> dict:
+    """The metrics of one reward over all prompts: rewards [prompt][sample], greedy_rewards [prompt]."""
+    metrics = {"mean_reward": mean(r for rs in rewards for r in rs)}
+    if not getattr(reward_func, "correctness", False):
+        return metrics | {"greedy_reward": mean(greedy_rewards)}
+    scored = [(rs, ts) for rs, ts in zip(rewards, texts) if None not in rs]
+    correct = [sum(r == 1.0 for r in rs) for rs, _ in scored]
+    metrics |= {
+        "greedy_accuracy": mean(float(r == 1.0) for r in greedy_rewards if r is not None),
+        "pass@1": mean(pass_at_k(num_samples, c, 1) for c in correct),
+        f"pass@{num_samples}": mean(pass_at_k(num_samples, c, num_samples) for c in correct),
+    }
+    if (final_answer := getattr(reward_func, "final_answer", None)) is not None:
+        votes = [majority_answer(ts, final_answer) for _, ts in scored]
+        metrics[f"maj@{num_samples}"] = mean(float(v is not None and rs[v] == 1.0) for (rs, _), v in zip(scored, votes))
+    return metrics
+
+
 def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, temperature: float, max_new_tokens: int,
-             seed: int) -> dict:
-    """Evaluate `model` on the prompts of `dataset`; returns {reward name: {metric: value}}."""
+             seed: int, accelerator) -> dict:
+    """Evaluate `model` on the prompts of `dataset` (its `input_ids` column holds them as the trainer tokenizes them).
+
+    Each process generates and scores its own slice of the prompts; call it on every process. Returns
+    {reward name: {metric: value}} on every process.
+    """
+    indices = list(range(len(dataset)))
+    # Equal slices (the last one padded with repeats) so every rank runs the same number of forward passes.
+    with accelerator.split_between_processes(indices, apply_padding=True) as mine:
+        rows = dataset.select(mine).to_dict()
     was_training = model.training
     model.eval()
-    prompts = [maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in dataset["prompt"]]
-    with torch.random.fork_rng():  # leave the training run's random state untouched
-        torch.manual_seed(seed)  # the same sampling noise before and after training
-        sampled, sampled_ids = generate(model, tokenizer, prompts, num_samples, temperature, max_new_tokens)
-    greedy, greedy_ids = generate(model, tokenizer, prompts, 1, None, max_new_tokens)
+    with torch.random.fork_rng(devices=[model.device] if model.device.type == "cuda" else []):
+        torch.manual_seed(seed + accelerator.process_index)  # the same sampling noise before and after training
+        sampled, sampled_ids = generate(model, tokenizer, rows["input_ids"], num_samples, temperature, max_new_tokens)
+    greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, None, max_new_tokens)
     model.train(was_training)
 
-    results = {}
+    per_prompt = [{"index": i, "texts": texts, "rewards": {}, "greedy": {}} for i, texts in zip(mine, sampled)]
     for func in reward_funcs:
-        rewards = score(func, dataset, sampled, sampled_ids)
-        greedy_rewards = [r[0] for r in score(func, dataset, greedy, greedy_ids)]
-        metrics = {"mean_reward": mean(r for rs in rewards for r in rs)}
-        if func.__name__ not in CORRECTNESS_REWARDS:
-            metrics["greedy_reward"] = mean(greedy_rewards)
-        else:
-            scored = [(rs, texts) for rs, texts in zip(rewards, sampled) if None not in rs]
-            correct = [sum(r == 1.0 for r in rs) for rs, _ in scored]
-            votes = [majority_answer(texts) for _, texts in scored]
-            metrics |= {
-                "greedy_accuracy": mean(float(r == 1.0) for r in greedy_rewards if r is not None),
-                "pass@1": mean(pass_at_k(num_samples, c, 1) for c in correct),
-                f"pass@{num_samples}": mean(pass_at_k(num_samples, c, num_samples) for c in correct),
-                f"maj@{num_samples}": mean(float(v is not None and rs[v] == 1.0) for (rs, _), v in zip(scored, votes)),
-            }
-        results[func.__name__] = metrics
-    return results
+        for entry, rs, g in zip(per_prompt, score(func, rows, sampled, sampled_ids), score(func, rows, greedy, greedy_ids)):
+            entry["rewards"][func.__name__], entry["greedy"][func.__name__] = rs, g[0]
+    gathered = {entry["index"]: entry for entry in reversed(gather_object(per_prompt))}  # drop the padding repeats
+    entries = [gathered[i] for i in indices]
+    return {
+        func.__name__: metrics_of(func, [e["rewards"][func.__name__] for e in entries],
+                                  [e["greedy"][func.__name__] for e in entries], [e["texts"] for e in entries],
+                                  num_samples)
+        for func in reward_funcs
+    }
 
 
 def eval_split(train_dataset, eval_dataset, train_split: str, test_split: str, seed: int):
@@ -141,34 +224,51 @@ def eval_split(train_dataset, eval_dataset, train_split: str, test_split: str, s
     return split["train"], split["test"], source
 
 
-class BeforeAfterEval:
-    """Evaluate the policy before and after training, then write `eval.json` and print a table.
+class BeforeAfterEval(TrainerCallback):
+    """Evaluate the policy when training starts and when it ends, then write `eval.json` and print a table.
 
-    Runs on the main process only; call `run()` there with the unwrapped policy.
+    A callback, so that it runs inside training, on every process, with the model as the trainer has prepared it
+    (DDP, DeepSpeed, FSDP). On a resumed run "before" is the checkpoint's policy; `before_step` says which.
 
     Args:
-        dataset: eval prompts (a `prompt` column plus the columns the rewards need); the first
-            `max_prompts` are used.
+        dataset: eval prompts with an `input_ids` column (`prompt_token_ids`) plus the columns the rewards need;
+            the first `max_prompts` are used.
         source: where the prompts come from, recorded in eval.json (e.g. "split 'test'").
+        generation_model: a context manager factory yielding the policy to generate with; the scripts pass TRL's
+            `unwrap_model_for_generation` over the trainer's wrapped model.
+        accelerator: the trainer's, for the slices and the gathering.
         Remaining arguments: as for `evaluate()`.
     """
 
     def __init__(self, dataset, source: str, tokenizer, reward_funcs, num_samples: int, max_prompts: int,
-                 temperature: float, max_new_tokens: int, seed: int):
+                 temperature: float, max_new_tokens: int, seed: int, generation_model, accelerator, output_dir: str):
         self.dataset = dataset.select(range(min(len(dataset), max_prompts)))
         self.settings = dict(source=source, num_prompts=len(self.dataset), num_samples=num_samples,
                              temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
         self.tokenizer, self.reward_funcs = tokenizer, reward_funcs
+        self.generation_model, self.accelerator, self.output_dir = generation_model, accelerator, Path(output_dir)
         self.results = {}
 
-    def run(self, model, when: str) -> None:
+    def run(self, when: str, step: int) -> None:
         s = self.settings
-        print(f"evaluating ({when}): {s['num_prompts']} prompts x {s['num_samples']} samples + greedy")
-        self.results[when] = evaluate(model, self.tokenizer, self.dataset, self.reward_funcs, s["num_samples"],
-                                      s["temperature"], s["max_new_tokens"], s["seed"])
+        if self.accelerator.is_main_process:
+            print(f"evaluating ({when}, step {step}): {s['num_prompts']} prompts x {s['num_samples']} samples + greedy, "
+                  f"on {self.accelerator.num_processes} process(es)")
+        with self.generation_model() as model:
+            self.results[when] = evaluate(model, self.tokenizer, self.dataset, self.reward_funcs, s["num_samples"],
+                                          s["temperature"], s["max_new_tokens"], s["seed"], self.accelerator)
+        self.results[f"{when}_step"] = step
 
-    def write(self, output_dir: str) -> None:
-        path = Path(output_dir) / "eval.json"
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.run("before", state.global_step)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.run("after", state.global_step)
+        if self.accelerator.is_main_process:
+            self.write()
+
+    def write(self) -> None:
+        path = self.output_dir / "eval.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**self.settings, **self.results}, indent=2) + "\n")
         print(f"\nheld-out evaluation, {self.settings['source']}:\n"
@@ -183,4 +283,3 @@ def format_table(before: dict, after: dict) -> str:
         for metric, value in metrics.items():
             lines.append(f"{name:<14}{metric:<18}{fmt(before.get(name, {}).get(metric))}{fmt(value)}")
     return "\n".join(lines)
-

@@ -31,7 +31,8 @@ summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_n
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import AutoTokenizer
+from accelerate import PartialState
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from trl import (
     GRPOConfig,
     GRPOTrainer,
@@ -41,20 +42,24 @@ from trl import (
     get_peft_config,
     get_quantization_config,
 )
+from trl.models import unwrap_model_for_generation
 
 from common import (
     NoSignalWatchdog,
     RunRecorder,
     check_gpu_options,
     check_model_path,
+    check_reward_columns,
+    check_reward_model,
     device_defaults,
     load_prompt_dataset,
     parse_args,
+    refuse_ignored_fields,
     resolve_checkpoint,
     warn_if_tuned_defaults_kept,
     write_summary,
 )
-from evaluation import BeforeAfterEval, eval_split
+from evaluation import BeforeAfterEval, RewardModelReward, eval_split, prompt_token_ids, text_encoder
 from rewards import get_reward_funcs, reward_names
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -81,8 +86,16 @@ TUNED_FOR_TINY_MODEL = dict(
     learning_rate=3e-4,
     per_device_train_batch_size=16,  # completions per step: 2 prompts x 8 generations
     max_completion_length=4,
-    gradient_checkpointing=False,  # saves memory on a big model, only costs time on a tiny one
 )
+
+
+# Options the parser accepts that would have no effect in this script: setting one stops the run and says why.
+# The audit behind this list, and a test that notices new options in a TRL upgrade: tests/test_options.py.
+IGNORED_OPTIONS = {
+    "dataset_streaming": "the script loads the whole dataset (it needs its length for the eval split and the "
+                         "column checks); take a slice of a large dataset with --dataset_train_split 'train[:10%]'",
+    "ignore_bias_buffers": "it is a DDP setting of TRL's DPO script; GRPO has no such buffers",
+}
 
 
 @dataclass
@@ -95,9 +108,19 @@ class GRPOScriptArguments(ScriptArguments):
         metadata={"help": f"Reward functions: {', '.join(reward_names())}, or a dotted path `module.function`. "
                   "Weight them with --reward_weights."},
     )
+    reward_model_name_or_path: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Reward models (sequence classifiers with one output), scored next to --reward_funcs: "
+                  "--reward_weights lists the reward models' weights first, as in TRL's grpo.py. Each reads the "
+                  "text with its own tokenizer."},
+    )
     dataset_prompt_column: str = field(
         default="prompt",
         metadata={"help": "Column holding the prompt, e.g. `question` for GSM8K. It is renamed to `prompt`."},
+    )
+    dataset_answer_column: str | None = field(
+        default=None,
+        metadata={"help": "Column holding the gold answer, if it is not `answer`. It is renamed to `answer`."},
     )
     system_prompt: str | None = field(
         default=None,
@@ -159,10 +182,12 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     ################
     # Dataset
     ################
-    dataset = load_prompt_dataset(
-        script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column,
-        script_args.system_prompt, script_args.dataset_train_split,
-    )
+    # One process prepares the data while the others wait, then read it from the cache (as TRL's scripts do).
+    with PartialState().main_process_first():
+        dataset = load_prompt_dataset(
+            script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column,
+            script_args.system_prompt, script_args.dataset_train_split, script_args.dataset_answer_column,
+        )
     train_dataset = dataset[script_args.dataset_train_split]
     eval_dataset = dataset.get(script_args.dataset_test_split)
     if script_args.eval_num_samples > 0:  # the before/after evaluation needs prompts: hold some out if need be
@@ -178,27 +203,44 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # Rewards
     ################
     # Plain functions `(completions, **kwargs) -> list[float | None]`; dataset columns such as `answer`
-    # arrive as kwargs. The total reward is the weighted sum (`--reward_weights`, default all 1).
+    # arrive as kwargs, and a column a reward needs but the data lacks stops the run here, before any model loads.
+    # Reward models (--reward_model_name_or_path) score prompt + completion as text, in their own tokenizer.
+    # The total reward is the weighted sum (`--reward_weights`, default all 1), reward models first.
     reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.max_completion_length)
+    for split in (train_dataset, eval_dataset):
+        if split is not None:
+            check_reward_columns(reward_funcs, split.column_names, script_args.dataset_name)
+    reward_models = [
+        AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=1, dtype=model_args.dtype, trust_remote_code=training_args.trust_remote_code
+        )
+        for path in script_args.reward_model_name_or_path
+    ]
+    reward_tokenizers = [
+        AutoTokenizer.from_pretrained(path, trust_remote_code=training_args.trust_remote_code)
+        for path in script_args.reward_model_name_or_path
+    ]
 
     ################
     # Training
     ################
     trainer = GRPOTrainer(
         model=model_args.model_name_or_path,
-        reward_funcs=reward_funcs,
+        reward_funcs=reward_models + reward_funcs,
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset if training_args.eval_strategy != "no" else None,
         processing_class=tokenizer,
+        reward_processing_classes=reward_tokenizers + [None] * len(reward_funcs),
         peft_config=peft_config,
         quantization_config=quantization_config,
     )
 
     def latest_completions() -> list[dict]:
-        # GRPOTrainer keeps the texts and rewards of its last generation batch in `_logs`
-        # (a private attribute in trl 1.12, one more reason for the pin). Prompts are logged as the
-        # model saw them, chat template applied.
+        # GRPOTrainer keeps the texts and rewards of its last generation batch, gathered from all processes, in
+        # `_logs`: a private attribute in trl 1.12 (tests/test_trl_private_api.py fails if it changes). Its public
+        # `log_completions` writes the same batch to parquet, but an eval log at the same step overwrites that file
+        # with eval completions, so it cannot tell training samples apart. Prompts are as the model saw them.
         logs = trainer._logs
         return [
             {"prompt": prompt, "completion": completion, **{name: r[i] for name, r in logs["rewards"].items()}}
@@ -211,30 +253,37 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, training_args.beta)
     )
 
-    # Held-out pass@k / maj@k before and after training (--eval_num_samples K), on the main process.
-    held_out = None
-    if script_args.eval_num_samples > 0 and trainer.accelerator.is_main_process:
-        held_out = BeforeAfterEval(
-            eval_dataset, eval_source, tokenizer, reward_funcs, script_args.eval_num_samples,
+    # Held-out pass@k / maj@k when training starts and ends (--eval_num_samples K), each process on its own slice.
+    # The prompts are the token ids training feeds the model; reward models score as in training.
+    if script_args.eval_num_samples > 0:
+        eval_rewards = [
+            RewardModelReward(model, name, text_encoder(rm_tokenizer, training_args.chat_template_kwargs),
+                              rm_tokenizer.pad_token_id)
+            for model, name, rm_tokenizer in zip(trainer.reward_funcs, trainer.reward_func_names,
+                                                 trainer.reward_processing_classes)
+            if rm_tokenizer is not None
+        ] + reward_funcs
+        with PartialState().main_process_first():
+            eval_prompts = eval_dataset.map(
+                lambda prompt: {"input_ids": prompt_token_ids(tokenizer, prompt, training_args.chat_template_kwargs)},
+                input_columns="prompt",
+            )
+        trainer.add_callback(BeforeAfterEval(
+            eval_prompts, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
             script_args.eval_max_prompts, training_args.temperature, training_args.max_completion_length,
-            training_args.seed,
-        )
-        held_out.run(trainer.accelerator.unwrap_model(trainer.model), "before")
+            training_args.seed, lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
+            trainer.accelerator, training_args.output_dir,
+        ))
 
     # --save_steps N writes checkpoints; --resume_from_checkpoint last (or a path) continues from one.
     checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
     train_output = trainer.train(resume_from_checkpoint=checkpoint)
-
-    if held_out is not None:
-        held_out.run(trainer.accelerator.unwrap_model(trainer.model), "after")
 
     ################
     # Save
     ################
     trainer.save_model(training_args.output_dir)  # the full model, or only the adapter under LoRA
     write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="GRPO")
-    if held_out is not None:
-        held_out.write(training_args.output_dir)
     # Every process waits until the main one has written its outputs, then all leave the process group
     # together: a process exiting early can take the launcher, and the main process, down with it.
     trainer.accelerator.wait_for_everyone()
@@ -245,8 +294,15 @@ if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
     script_args, training_args, model_args = parse_args(parser)
+    refuse_ignored_fields(IGNORED_OPTIONS, parser, script_args, training_args, model_args)
     check_gpu_options(training_args, model_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
+    for path in script_args.reward_model_name_or_path:
+        check_reward_model(path, "--reward_model_name_or_path", training_args.trust_remote_code)
+    num_rewards = len(script_args.reward_model_name_or_path) + len(script_args.reward_funcs)
+    if training_args.reward_weights is not None and len(training_args.reward_weights) != num_rewards:
+        raise SystemExit(f"error: {len(training_args.reward_weights)} --reward_weights for {num_rewards} rewards "
+                         "(reward models first, then --reward_funcs)")
     if script_args.reference_mode != "static" and (training_args.beta == 0 or model_args.use_peft):
         raise SystemExit(f"error: --reference_mode {script_args.reference_mode} updates a separate reference model, "
                          "which exists only with --beta > 0 and without --use_peft")

@@ -50,9 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from accelerate import PartialState
+from accelerate.utils import gather_object
 from torch import nn
 from transformers import (
-    AutoConfig,
     AutoModelForCausalLM,
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -63,18 +64,22 @@ from transformers.trainer_utils import TrainOutput
 from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
 from trl.experimental.ppo import PPOConfig, PPOTrainer
 from trl.experimental.utils import first_true_indices, get_reward
+from trl.models import unwrap_model_for_generation
 
 from common import (
     NoSignalWatchdog,
     RunRecorder,
     check_model_path,
+    check_reward_columns,
+    check_reward_model,
     device_defaults,
     load_prompt_dataset,
     parse_args,
+    refuse_ignored_fields,
     warn_if_tuned_defaults_kept,
     write_summary,
 )
-from evaluation import BeforeAfterEval, eval_split
+from evaluation import BeforeAfterEval, RewardModelReward, eval_split, prompt_token_ids
 from rewards import get_reward_funcs, reward_names
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -86,6 +91,7 @@ TINY_TASK_DEFAULTS = dict(
     dataset_name=str(ASSETS / "addition"),
     reward_funcs=["accuracy"],
     reward_model_path=None,  # PPOConfig's own default is a hub model; None scores with --reward_funcs
+    sft_model_path=None,  # PPOConfig's own default is a hub model; None trains --model_name_or_path
     output_dir="outputs/ppo-tiny-addition",
     stop_token="eos",  # a completion ends at its first eos; PPOTrainer turns everything after it into padding
     temperature=1.0,
@@ -103,8 +109,16 @@ TUNED_FOR_TINY_MODEL = dict(
     per_device_train_batch_size=64,  # completions per update, one per prompt
     num_mini_batches=4,  # 4 minibatches x num_ppo_epochs (4) = 16 optimizer steps per update
     response_length=4,
-    gradient_checkpointing=False,  # saves memory on a big model, only costs time on a tiny one
 )
+
+
+# Options the parser accepts that would have no effect in this script: setting one stops the run and says why.
+# The audit behind this list, and a test that notices new options in a TRL upgrade: tests/test_options.py.
+IGNORED_OPTIONS = {
+    "dataset_streaming": "the script tokenizes the whole dataset up front (PPO pads every prompt to the longest); "
+                         "take a slice of a large dataset with --dataset_train_split 'train[:10%]'",
+    "ignore_bias_buffers": "it is a DDP setting of TRL's DPO script; PPO has no such buffers",
+}
 
 
 @dataclass
@@ -128,6 +142,10 @@ class PPOScriptArguments(ScriptArguments):
     dataset_prompt_column: str = field(
         default="prompt",
         metadata={"help": "Column holding the prompt, e.g. `question` for GSM8K. It is renamed to `prompt`."},
+    )
+    dataset_answer_column: str | None = field(
+        default=None,
+        metadata={"help": "Column holding the gold answer, if it is not `answer`. It is renamed to `answer`."},
     )
     system_prompt: str | None = field(
         default=None,
@@ -262,7 +280,7 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
     """PPOTrainer that also logs what GRPOTrainer logs, and can save with several processes.
 
     Logs: `reward`, the mean score PPO maximises (TRL's own `objective/scores`), and `rewards/<name>/mean` per
-    reward, averaged over all processes. Saving: trl 1.12's PPOTrainer saves `self.model.policy` and reads
+    reward, over the completions of all processes, which are gathered for completions.jsonl. Saving: trl 1.12's PPOTrainer saves `self.model.policy` and reads
     `self.model.config`, which DDP's wrapper hides, so with several processes it crashes or saves policy and value
     model as one state dict; here it saves the unwrapped model's policy. Stopping: its training loop never reads
     `control.should_training_stop`, so a callback's request to stop (the no-signal watchdog's) ends the loop here.
@@ -272,14 +290,13 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
     is_distributed_loading_by_transformers = False  # read when saving; set by Trainer.__init__, which PPOTrainer skips
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if "objective/scores" in logs:  # PPOTrainer logs once per PPO update
-            self.latest_records = self.reward_model.take_records()
+        if "objective/scores" in logs:  # PPOTrainer logs once per PPO update, on every process
+            self.latest_records = gather_object(self.reward_model.take_records())  # every process's completions
             names = self.reward_model.names
             values = torch.tensor(
                 [[math.nan if r[n] is None else r[n] for n in names] for r in self.latest_records]
             ).reshape(-1, len(names))
-            sums_counts = torch.stack([values.nansum(0), (~values.isnan()).sum(0)]).to(self.accelerator.device)
-            sums, counts = self.accelerator.reduce(sums_counts, reduction="sum").tolist()
+            sums, counts = values.nansum(0).tolist(), (~values.isnan()).sum(0).tolist()
             logs = {**logs, "reward": logs["objective/scores"],
                     **{f"rewards/{n}/mean": s / c if c else None for n, s, c in zip(names, sums, counts)}}
         super().log(logs, start_time)
@@ -330,22 +347,19 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if model_args.load_in_4bit or model_args.load_in_8bit:
         raise SystemExit("error: --load_in_4bit/--load_in_8bit are not supported here: the value model is trained "
                          "in full, and the policy is loaded unquantized")
-    for flag, path in [("--value_model_path", script_args.value_model_path),
-                       ("--reward_model_path", training_args.reward_model_path)]:
+    # TRL's PPO example loads the policy (and the reference) from --sft_model_path, the tokenizer from
+    # --model_name_or_path. Here --sft_model_path, when set, is the policy; the tokenizer comes from it too unless
+    # --model_name_or_path names another checkpoint.
+    policy_path = training_args.sft_model_path or model_args.model_name_or_path
+    tokenizer_path = model_args.model_name_or_path if model_args.model_name_or_path != TINY_TASK_DEFAULTS[
+        "model_name_or_path"] else policy_path
+    for flag, path in [("--sft_model_path", training_args.sft_model_path),
+                       ("--value_model_path", script_args.value_model_path)]:
         if path:
             check_model_path(path, flag=flag)
     if training_args.reward_model_path:
-        config = AutoConfig.from_pretrained(
-            training_args.reward_model_path, trust_remote_code=script_args.trust_remote_code
-        )
-        architectures = config.architectures or []
-        if not any(a.endswith("ForSequenceClassification") for a in architectures) or config.num_labels != 1:
-            raise SystemExit(
-                f"error: --reward_model_path {training_args.reward_model_path} is "
-                f"{architectures or 'an unknown architecture'}"
-                f" with {config.num_labels} labels; PPO needs a sequence-classification model with one output "
-                "(num_labels=1) that scores a whole prompt + completion"
-            )
+        check_reward_model(training_args.reward_model_path, "--reward_model_path", script_args.trust_remote_code)
+        reward_funcs = []
     else:
         reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.response_length)
         if script_args.reward_weights is not None and len(script_args.reward_weights) != len(reward_funcs):
@@ -354,10 +368,10 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
             )
 
     ################
-    # Model
+    # Tokenizer
     ################
     tokenizer = AutoTokenizer.from_pretrained(
-        model_args.model_name_or_path, revision=model_args.model_revision,
+        tokenizer_path, revision=model_args.model_revision,
         trust_remote_code=script_args.trust_remote_code, padding_side="left",  # completions follow the prompts
     )
     # PPOTrainer takes a completion to end just before its first pad token, after cutting it at the stop token (eos).
@@ -365,21 +379,62 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     # the token before it, and the policy would never learn to stop. So PPO needs a pad token of its own.
     if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
         tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
+
+    ################
+    # Dataset
+    ################
+    # One process prepares the data while the others wait, then read it from the cache (as TRL's PPO example does).
+    with PartialState().main_process_first():
+        dataset = load_prompt_dataset(
+            script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column,
+            script_args.system_prompt, script_args.dataset_train_split, script_args.dataset_answer_column,
+        )
+    train_dataset = dataset[script_args.dataset_train_split]
+    eval_dataset = dataset.get(script_args.dataset_test_split)  # TRL's sample tables, and the before/after eval
+    if script_args.eval_num_samples > 0:  # the before/after evaluation needs prompts: hold some out if need be
+        train_dataset, eval_dataset, eval_source = eval_split(
+            train_dataset, eval_dataset, script_args.dataset_train_split, script_args.dataset_test_split,
+            training_args.seed,
+        )
+    # A column a reward needs but the data lacks stops the run here, before any model loads.
+    for split in (train_dataset, eval_dataset):
+        if split is not None:
+            check_reward_columns(reward_funcs, split.column_names, script_args.dataset_name)
+    if isinstance(train_dataset[0]["prompt"], list) and tokenizer.chat_template is None:
+        raise SystemExit(f"error: the prompts are conversations, but {tokenizer_path}'s tokenizer "
+                         "has no chat template; use plain-text prompts and no --system_prompt")
+
+    # Prompts become token ids as GRPOTrainer makes them: the chat template for conversations, else the tokenizer
+    # with its special tokens (a BOS, for Llama-style tokenizers). The held-out evaluation uses the same ids.
+    with PartialState().main_process_first():
+        train_dataset, eval_dataset = [
+            split.map(lambda prompt: {"input_ids": prompt_token_ids(tokenizer, prompt)}, input_columns="prompt",
+                      num_proc=training_args.dataset_num_proc) if split is not None else None
+            for split in (train_dataset, eval_dataset)
+        ]
+    datasets = [d for d in (train_dataset, eval_dataset) if d is not None]
+    # Every prompt is left-padded to the longest one, so the reward adapter knows where each completion starts.
+    prompt_width = max(len(ids) for d in datasets for ids in d["input_ids"])
+    collator = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=prompt_width)
+
+    ################
+    # Model
+    ################
     model_kwargs = dict(
         revision=model_args.model_revision,
         dtype=model_args.dtype,
         attn_implementation=model_args.attn_implementation,
         trust_remote_code=script_args.trust_remote_code,
     )
-    policy = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, **model_kwargs)
+    policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs)
     peft_config = get_peft_config(model_args)  # None unless --use_peft
     # The reference is a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead.
     ref_policy = None
     if peft_config is None:
-        ref_policy = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, **model_kwargs)
+        ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs)
     # The value model: the policy's transformer with a new one-output `score` layer as the value head.
     value_model = AutoModelForSequenceClassification.from_pretrained(
-        script_args.value_model_path or model_args.model_name_or_path, num_labels=1, **model_kwargs
+        script_args.value_model_path or policy_path, num_labels=1, **model_kwargs
     )
 
     reward_model = None
@@ -394,9 +449,10 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
             training_args.reward_model_path, num_labels=1, **rm_kwargs
         ).eval()
 
-    if training_args.gradient_checkpointing:  # trl 1.12's PPOTrainer reads this flag but never turns it on
+    # trl 1.12's PPOTrainer reads --activation_checkpointing (the old --gradient_checkpointing) but never turns it on
+    if training_args.activation_checkpointing:
         for model in (policy, value_model):
-            model.gradient_checkpointing_enable(training_args.gradient_checkpointing_kwargs)
+            model.activation_checkpointing_enable(training_args.activation_checkpointing_kwargs)
 
     for model in (policy, ref_policy, value_model, reward_model):
         if model is None:
@@ -405,40 +461,6 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
             model.resize_token_embeddings(len(tokenizer))
         model.config.pad_token_id = tokenizer.pad_token_id
     policy.generation_config.pad_token_id = tokenizer.pad_token_id
-
-    ################
-    # Dataset
-    ################
-    dataset = load_prompt_dataset(
-        script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column,
-        script_args.system_prompt, script_args.dataset_train_split,
-    )
-    train_dataset = dataset[script_args.dataset_train_split]
-    eval_dataset = dataset.get(script_args.dataset_test_split)  # TRL's sample tables, and the before/after eval
-    if script_args.eval_num_samples > 0:  # the before/after evaluation needs prompts: hold some out if need be
-        train_dataset, eval_dataset, eval_source = eval_split(
-            train_dataset, eval_dataset, script_args.dataset_train_split, script_args.dataset_test_split,
-            training_args.seed,
-        )
-    eval_prompts = eval_dataset  # untokenized, for the before/after evaluation
-
-    if isinstance(train_dataset[0]["prompt"], list) and tokenizer.chat_template is None:
-        raise SystemExit(f"error: the prompts are conversations, but {model_args.model_name_or_path}'s tokenizer "
-                         "has no chat template; use plain-text prompts and no --system_prompt")
-
-    def tokenize(row):
-        if isinstance(row["prompt"], list):  # conversational: the chat template, ending with the assistant's turn
-            encoded = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, return_dict=True)
-            return {"input_ids": encoded["input_ids"]}
-        return {"input_ids": tokenizer(row["prompt"]).input_ids}  # plain text, as GRPOTrainer tokenizes it
-
-    train_dataset = train_dataset.map(tokenize, num_proc=training_args.dataset_num_proc)
-    if eval_dataset is not None:
-        eval_dataset = eval_dataset.map(tokenize, num_proc=training_args.dataset_num_proc)
-    datasets = [d for d in (train_dataset, eval_dataset) if d is not None]
-    # Every prompt is left-padded to the longest one, so the reward adapter knows where each completion starts.
-    prompt_width = max(len(ids) for d in datasets for ids in d["input_ids"])
-    collator = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=prompt_width)
 
     ################
     # Rewards
@@ -470,28 +492,35 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     trainer.add_callback(recorder)
     trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal))
 
-    # Held-out pass@k / maj@k before and after training (--eval_num_samples K), on the main process.
-    held_out = None
-    if script_args.eval_num_samples > 0 and trainer.accelerator.is_main_process:
-        held_out = BeforeAfterEval(
-            eval_prompts, eval_source, tokenizer, reward.reward_funcs or [], script_args.eval_num_samples,
+    # Held-out pass@k / maj@k when training starts and ends (--eval_num_samples K), each process on its own slice,
+    # from the same prompt ids as training. A reward model scores the policy's ids, as in training.
+    if script_args.eval_num_samples > 0:
+        eval_rewards = reward_funcs or [RewardModelReward(
+            trainer.reward_model.reward_model, "reward_model",
+            lambda prompt, completion, completion_ids: prompt_token_ids(tokenizer, prompt) + completion_ids,
+            tokenizer.pad_token_id,
+        )]
+
+        @contextmanager
+        def policy_for_generation():
+            with unwrap_model_for_generation(trainer.model, trainer.accelerator) as unwrapped:
+                yield unwrapped.policy  # PPOTrainer wraps policy and value model together
+
+        trainer.add_callback(BeforeAfterEval(
+            eval_dataset, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
             script_args.eval_max_prompts, training_args.temperature, training_args.response_length, training_args.seed,
-        )
-        held_out.run(trainer.accelerator.unwrap_model(trainer.model).policy, "before")
+            policy_for_generation, trainer.accelerator, training_args.output_dir,
+        ))
 
     start = time.perf_counter()
     trainer.train()  # PPOTrainer.train returns nothing and cannot resume from a checkpoint
     train_output = TrainOutput(trainer.state.global_step, None, {"train_runtime": time.perf_counter() - start})
-    if held_out is not None:
-        held_out.run(trainer.accelerator.unwrap_model(trainer.model).policy, "after")
 
     ################
     # Save
     ################
     trainer.save_model(training_args.output_dir)  # the policy alone, or only its adapter under LoRA; and the tokenizer
     write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="PPO")
-    if held_out is not None:
-        held_out.write(training_args.output_dir)
     # Every process waits until the main one has written its outputs, then all leave the process group
     # together: a process exiting early can take the launcher, and the main process, down with it.
     trainer.accelerator.wait_for_everyone()
@@ -502,6 +531,7 @@ if __name__ == "__main__":
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
     script_args, training_args, model_args = parse_args(parser)
+    refuse_ignored_fields(IGNORED_OPTIONS, parser, script_args, training_args, model_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
     main(script_args, training_args, model_args)

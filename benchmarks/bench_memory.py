@@ -56,8 +56,8 @@ grpo = ["--max_steps", 2, "--max_completion_length", 16, "--per_device_train_bat
 ppo = [*big, "--total_episodes", 32, "--per_device_train_batch_size", 16, "--response_length", 16,
        "--num_ppo_epochs", 1, "--report_to", "none", "--logging_steps", 1]
 if args.gradient_checkpointing:
-    grpo += ["--gradient_checkpointing", "true"]
-    ppo += ["--gradient_checkpointing", "true"]
+    grpo += ["--activation_checkpointing", "true"]
+    ppo += ["--activation_checkpointing", "true"]
 variants = {}
 if args.only != "ppo":
     variants |= {

@@ -27,10 +27,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def accelerate_ddp(num_processes: int = 2) -> list[str]:
-    """`accelerate launch` with accelerate_configs/ddp.yaml; on a CPU-only machine the processes talk over gloo."""
-    return ["-m", "accelerate.commands.launch", "--config_file", str(REPO / "accelerate_configs" / "ddp.yaml"),
-            "--num_processes", str(num_processes), "--main_process_port", str(free_port())]
+def accelerate_ddp(num_processes: int = 2, port: int | None = None, machines: tuple[int, int] | None = None) -> list[str]:
+    """`accelerate launch` with accelerate_configs/ddp.yaml; on a CPU-only machine the processes talk over gloo.
+
+    `machines=(machine_rank, num_machines)` launches one "machine" of a multi-node run, all on 127.0.0.1.
+    """
+    launcher = ["-m", "accelerate.commands.launch", "--config_file", str(REPO / "accelerate_configs" / "ddp.yaml"),
+                "--num_processes", str(num_processes), "--main_process_port", str(port or free_port())]
+    if machines is not None:
+        launcher += ["--machine_rank", str(machines[0]), "--num_machines", str(machines[1]),
+                     "--main_process_ip", "127.0.0.1"]
+    return launcher
 
 
 def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bool = True, timeout: int = 300,

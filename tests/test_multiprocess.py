@@ -1,8 +1,13 @@
-"""Two processes under `accelerate launch --config_file accelerate_configs/ddp.yaml` on CPU (gloo)."""
+"""Two processes under `accelerate launch --config_file accelerate_configs/ddp.yaml` on CPU (gloo): on one machine,
+and as two "machines" (the README's multi-node command, both nodes on 127.0.0.1)."""
 
 import json
+import os
+import subprocess
+import sys
 
-from conftest import accelerate_ddp, read_jsonl, run_script
+import pytest
+from conftest import REPO, accelerate_ddp, free_port, read_jsonl, run_script
 
 # A reward that scores nothing and records which prompts each rank was given, one line per call.
 RANK_PROBE = '''
@@ -39,3 +44,40 @@ def test_grpo_two_processes(tmp_path):
     for prompts0, prompts1 in zip(rank0, rank1):
         assert len(prompts0) == len(prompts1) == 2  # 16 completions per rank = 2 prompts x 8 generations
         assert not set(prompts0) & set(prompts1)
+
+
+def test_grpo_two_machines(tmp_path):
+    """The README's multi-node launch: `--num_machines 2 --machine_rank 0|1 --main_process_ip`, one process each
+    (`--num_processes` counts the processes over all machines).
+
+    Both "machines" share this disk, as nodes often share a file system: the outputs must be written once,
+    by the global main process, not once per node.
+    """
+    out, port, steps = tmp_path / "out", free_port(), 2
+    args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--eval_strategy", "no",
+            "--eval_num_samples", 2, "--eval_max_prompts", 6]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    machines = []
+    for rank in (0, 1):
+        (tmp_path / f"machine{rank}").mkdir()
+        machines.append(subprocess.Popen(
+            [sys.executable, *accelerate_ddp(2, port, machines=(rank, 2)), str(REPO / "grpo_trl_example.py"),
+             *map(str, args)],
+            cwd=tmp_path / f"machine{rank}", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))
+    outputs = [machine.communicate(timeout=300) for machine in machines]
+    for machine, (stdout, stderr) in zip(machines, outputs):
+        if machine.returncode != 0:
+            pytest.fail(f"a machine exited with {machine.returncode}\n{stdout[-2000:]}\n{stderr[-4000:]}")
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["global_step"] == steps
+    # one set of outputs: the summary is printed by machine 0 alone, and every step is logged once
+    assert [stdout.count("GRPO: 2 steps") for stdout, _ in outputs] == [1, 0]
+    assert [m["step"] for m in read_jsonl(out / "metrics.jsonl")] == [1, 2]
+    assert len(read_jsonl(out / "completions.jsonl")) == steps * 2 * 16  # gathered from both machines
+    # the held-out evaluation ran on both machines, each on half of the 6 prompts, and was written once
+    report = json.loads((out / "eval.json").read_text())
+    assert report["num_prompts"] == 6 and set(report["before"]["accuracy"]) >= {"pass@1", "pass@2"}
+    assert [stdout.count("held-out evaluation") for stdout, _ in outputs] == [1, 0]
+    assert not (tmp_path / "machine0" / "out").exists() and not (tmp_path / "machine1" / "out").exists()

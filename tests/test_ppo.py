@@ -1,14 +1,11 @@
 """ppo_trl_example.py: the reward adapter on its own, and end-to-end runs as a subprocess with tiny settings."""
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
-from conftest import ADDITION, REPO, TINY_MODEL, assert_run_summary, read_jsonl, run_script, write_jsonl
+from conftest import ADDITION, REPO, TINY_MODEL, accelerate_ddp, assert_run_summary, read_jsonl, run_script, write_jsonl
 
 from common import device_defaults
 from rewards import accuracy_reward, get_reward_funcs
@@ -307,22 +304,20 @@ def test_conversational_prompts(tmp_path, chat_model, addition_rows):
 
 
 def test_two_processes(tmp_path):
-    """`accelerate launch` with 2 CPU processes (DDP over gloo): rewards averaged over both, a plain policy saved."""
+    """`accelerate launch --config_file accelerate_configs/ddp.yaml` with 2 CPU processes (DDP over gloo): rewards
+    averaged over both, both processes' completions recorded, a plain policy saved, and the eval split between them."""
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
-         "--multi_gpu", "--mixed_precision", "no", "--dynamo_backend", "no", str(REPO / SCRIPT),
-         "--output_dir", str(out), "--total_episodes", "64", "--per_device_train_batch_size", "16",
-         "--num_mini_batches", "1", "--save_strategy", "steps", "--save_steps", "1"],
-        cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-6000:]
+    run_script(SCRIPT, "--output_dir", out, "--total_episodes", 64, "--per_device_train_batch_size", 16,
+               "--num_mini_batches", 1, "--save_strategy", "steps", "--save_steps", 1, "--eval_num_samples", 2,
+               "--eval_max_prompts", 6, cwd=tmp_path, launcher=accelerate_ddp(2), env=ONE_THREAD)
     metrics = check_train_logs(out, 2, ["accuracy"])  # 64 episodes / (16 x 2 processes) = 2 updates
-    for m in metrics:  # `reward` is TRL's mean over both processes; the per-reward mean must be too
+    rows = read_jsonl(out / "completions.jsonl")
+    assert [sum(r["step"] == step for r in rows) for step in (1, 2)] == [32, 32]  # 16 from each process
+    for m in metrics:  # `reward` is TRL's mean over both processes; the per-reward mean and the rows must agree
         assert m["reward"] == pytest.approx(m["rewards/accuracy/mean"])
-    assert len(read_jsonl(out / "completions.jsonl")) == 2 * 16  # the main process's completions
+        assert m["reward"] == pytest.approx(sum(r["accuracy"] for r in rows if r["step"] == m["step"]) / 32)
     assert json.loads((out / "summary.json").read_text())["world_size"] == 2
+    assert json.loads((out / "eval.json").read_text())["num_prompts"] == 6
 
     from safetensors import safe_open
 
