@@ -144,16 +144,18 @@ def warn_if_tuned_defaults_kept(tiny_defaults: dict, tuned: dict, model_args, tr
 
 
 def refuse_ignored_fields(ignored: dict[str, str], parser, *parsed) -> None:
-    """Stop with one sentence when an option that would be silently ignored is set away from its default.
+    """Stop with one sentence when an option that would have no effect is set away from its default.
 
     Args:
         ignored: option name -> why it has no effect here and what to do instead.
-        parser: the script's TrlParser, whose defaults (the script's own included) are the reference.
+        parser: the script's TrlParser; parsing no arguments with it gives the defaults, the script's own included,
+            after the configs' own post-processing (which turns some None defaults into objects).
         parsed: the parsed dataclasses.
     """
-    for args in parsed:
+    defaults = parser.parse_args_into_dataclasses(args=[])
+    for args, default in zip(parsed, defaults):
         for name, why in ignored.items():
-            if hasattr(args, name) and getattr(args, name) != parser.get_default(name):
+            if hasattr(args, name) and getattr(args, name) != getattr(default, name):
                 raise SystemExit(f"error: --{name} is not supported here: {why}")
 
 

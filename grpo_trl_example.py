@@ -89,12 +89,36 @@ TUNED_FOR_TINY_MODEL = dict(
 )
 
 
-# Options the parser accepts that would have no effect in this script: setting one stops the run and says why.
-# The audit behind this list, and a test that notices new options in a TRL upgrade: tests/test_options.py.
-IGNORED_OPTIONS = {
+# Options the parser accepts that would have no effect in this script (or would break it): setting one stops the
+# run and says why. The audit behind this list, and the list of every option that does act: tests/test_options.py.
+UNSUPPORTED_OPTIONS = {
     "dataset_streaming": "the script loads the whole dataset (it needs its length for the eval split and the "
                          "column checks); take a slice of a large dataset with --dataset_train_split 'train[:10%]'",
     "ignore_bias_buffers": "it is a DDP setting of TRL's DPO script; GRPO has no such buffers",
+    "remove_unused_columns": "it drops the dataset columns the rewards read (e.g. `answer`), so every reward is None",
+    "model_init_kwargs": "the script builds it from --dtype, --attn_implementation and --model_revision; set those",
+    "sync_ref_model": "use --reference_mode ema or periodic, which set it together with the reference's update rule",
+    "max_tool_calling_iterations": "the script passes no tools to GRPOTrainer, so there is no tool-calling loop",
+    "log_multimodal": "the script is text-only: there are no images to log",
+    # Trainer options that GRPOTrainer's own loss, sampler and prediction step replace
+    "label_smoothing_factor": "GRPOTrainer computes its own policy-gradient loss, with no label smoothing",
+    "label_names": "GRPO batches have no labels",
+    "prediction_loss_only": "evaluation reports only the GRPO loss and rewards (no compute_metrics)",
+    "include_for_metrics": "there is no compute_metrics to receive them",
+    "batch_eval_metrics": "there is no compute_metrics",
+    "eval_do_concat_batches": "evaluation collects only scalar losses and rewards",
+    "eval_accumulation_steps": "evaluation collects only scalar losses and rewards",
+    "eval_use_gather_object": "evaluation collects only scalar losses and rewards",
+    "train_sampling_strategy": "GRPOTrainer samples groups of --num_generations with its own sampler; "
+                               "--shuffle_dataset false turns shuffling off",
+    "length_column_name": "GRPOTrainer's sampler does not group by length",
+    "data_seed": "GRPOTrainer's sampler shuffles with --seed",
+    "average_tokens_across_devices": "GRPOTrainer normalizes its loss itself (see --loss_type)",
+    "bf16_full_eval": "the script evaluates only during training; load the model in bf16 with --dtype bfloat16",
+    "fp16_full_eval": "the script evaluates only during training; load the model in fp16 with --dtype float16",
+    "use_cache": "GRPOTrainer turns the KV cache off for training and generation always uses it",
+    "do_train": "nothing reads it: the script always trains",
+    "do_predict": "nothing reads it: the script has no predict step",
 }
 
 
@@ -294,7 +318,7 @@ if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
     script_args, training_args, model_args = parse_args(parser)
-    refuse_ignored_fields(IGNORED_OPTIONS, parser, script_args, training_args, model_args)
+    refuse_ignored_fields(UNSUPPORTED_OPTIONS, parser, script_args, training_args, model_args)
     check_gpu_options(training_args, model_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     for path in script_args.reward_model_name_or_path:

@@ -113,11 +113,84 @@ TUNED_FOR_TINY_MODEL = dict(
 
 
 # Options the parser accepts that would have no effect in this script: setting one stops the run and says why.
-# The audit behind this list, and a test that notices new options in a TRL upgrade: tests/test_options.py.
-IGNORED_OPTIONS = {
+# trl 1.12's PPOTrainer skips Trainer's __init__ and training loop, builds a plain Accelerator and its own dataloader,
+# so many TrainingArguments do nothing there. The audit behind this list, and the list of every option that does
+# act: tests/test_options.py.
+_OWN_LOOP = "trl 1.12's PPOTrainer runs its own training loop, which "
+_NO_EVAL = _OWN_LOOP + "never evaluates; --eval_num_samples K evaluates before and after training"
+_ACCELERATOR = "PPOTrainer builds its Accelerator without it; "
+UNSUPPORTED_OPTIONS = {
     "dataset_streaming": "the script tokenizes the whole dataset up front (PPO pads every prompt to the longest); "
                          "take a slice of a large dataset with --dataset_train_split 'train[:10%]'",
     "ignore_bias_buffers": "it is a DDP setting of TRL's DPO script; PPO has no such buffers",
+    # length and optimization
+    "num_train_epochs": "PPO runs for --total_episodes prompts; set that instead",
+    "max_grad_norm": _OWN_LOOP + "never clips gradients",
+    "label_smoothing_factor": "PPO's loss is its own clipped policy and value loss",
+    "average_tokens_across_devices": "PPO's loss is its own masked mean per minibatch",
+    "auto_find_batch_size": _OWN_LOOP + "never retries with a smaller batch; lower --per_device_train_batch_size",
+    "torch_empty_cache_steps": _OWN_LOOP + "empties the cache itself",
+    "neftune_noise_alpha": _OWN_LOOP + "never switches NEFTune on",
+    "use_liger_kernel": _OWN_LOOP + "never applies Liger kernels",
+    "liger_kernel_config": _OWN_LOOP + "never applies Liger kernels",
+    "use_cache": "generation always uses the KV cache",
+    # precision, compilation, distribution: set them through accelerate instead
+    "bf16": _ACCELERATOR + "load the models in bf16 with --dtype bfloat16, or use accelerate launch --mixed_precision bf16",
+    "fp16": _ACCELERATOR + "use --dtype float16, or accelerate launch --mixed_precision fp16",
+    "bf16_full_eval": "there is no evaluation loop; use --dtype bfloat16",
+    "fp16_full_eval": "there is no evaluation loop; use --dtype float16",
+    "torch_compile": _ACCELERATOR + "use accelerate launch --dynamo_backend inductor",
+    "torch_compile_backend": _ACCELERATOR + "set dynamo_backend in the accelerate config",
+    "torch_compile_mode": _ACCELERATOR + "set dynamo_mode in the accelerate config",
+    "accelerator_config": _ACCELERATOR + "put these options in the accelerate config file",
+    "parallelism_config": _ACCELERATOR + "PPO here is data parallel only (accelerate launch)",
+    "ddp_find_unused_parameters": _ACCELERATOR + "leave it unset",
+    "ddp_bucket_cap_mb": _ACCELERATOR + "leave it unset",
+    "ddp_broadcast_buffers": _ACCELERATOR + "leave it unset",
+    "ddp_static_graph": _ACCELERATOR + "leave it unset",
+    "fsdp": _ACCELERATOR + "use accelerate launch --config_file accelerate_configs/fsdp.yaml",
+    "fsdp_config": _ACCELERATOR + "put FSDP settings in the accelerate config file",
+    "deepspeed": _ACCELERATOR + "use accelerate launch --config_file accelerate_configs/zero2.yaml",
+    # logging: once per PPO update, always
+    "logging_steps": _OWN_LOOP + "logs once per PPO update",
+    "logging_strategy": _OWN_LOOP + "logs once per PPO update",
+    "logging_first_step": _OWN_LOOP + "logs every PPO update, the first included",
+    "logging_nan_inf_filter": _OWN_LOOP + "never filters losses",
+    "include_num_input_tokens_seen": _OWN_LOOP + "never counts input tokens",
+    "log_level": "it is applied in Trainer.__init__, which PPOTrainer skips; set TRANSFORMERS_VERBOSITY",
+    "log_level_replica": "it is applied in Trainer.__init__, which PPOTrainer skips; set TRANSFORMERS_VERBOSITY",
+    "log_on_each_node": "it is applied in Trainer.__init__, which PPOTrainer skips",
+    "skip_memory_metrics": "the memory tracker is set up in Trainer.__init__, which PPOTrainer skips",
+    "debug": _OWN_LOOP + "installs no debug hooks",
+    # evaluation: none during training
+    **{name: _NO_EVAL for name in (
+        "eval_strategy", "eval_steps", "eval_delay", "eval_on_start", "prediction_loss_only", "eval_do_concat_batches",
+        "eval_use_gather_object", "eval_accumulation_steps", "include_for_metrics", "batch_eval_metrics",
+        "load_best_model_at_end", "metric_for_best_model", "greater_is_better")},
+    # checkpoints: saved on --save_strategy steps only, never resumed
+    "enable_jit_checkpoint": "it is set up in Trainer.__init__, which PPOTrainer skips; use --save_strategy steps",
+    "ignore_data_skip": "PPOTrainer cannot resume from a checkpoint",
+    "restore_callback_states_from_checkpoint": "PPOTrainer cannot resume from a checkpoint",
+    # data loading: PPOTrainer's own dataloader shuffles with --seed, in the main process, dropping the last batch
+    **{name: "PPOTrainer builds its own dataloader (shuffled with --seed, in the main process), which ignores it"
+       for name in ("dataloader_drop_last", "dataloader_num_workers", "dataloader_pin_memory",
+                    "dataloader_persistent_workers", "dataloader_prefetch_factor", "dataloader_multiprocessing_context",
+                    "dataloader_in_order", "data_seed", "train_sampling_strategy", "length_column_name")},
+    "full_determinism": "it is applied by Trainer, whose loop PPOTrainer does not use",
+    "remove_unused_columns": "the script passes PPOTrainer only the input_ids column",
+    "label_names": "PPO batches have no labels",
+    "do_train": "nothing reads it: the script always trains",
+    "do_predict": "nothing reads it: the script has no predict step",
+    # sizes that PPOTrainer computes from the batch settings and overwrites
+    **{name: "PPOTrainer computes it from --per_device_train_batch_size, --gradient_accumulation_steps, "
+             "--num_mini_batches and the number of processes; set those"
+       for name in ("world_size", "num_total_batches", "micro_batch_size", "local_batch_size", "batch_size",
+                    "local_mini_batch_size", "mini_batch_size")},
+    "model_adapter_name": "the script's LoRA policy has one adapter, disabled for the reference",
+    "ref_adapter_name": "the script's LoRA policy has one adapter, disabled for the reference",
+    # quantization is refused for PPO
+    **{name: "the script does not support quantized models (see --load_in_4bit)"
+       for name in ("bnb_4bit_quant_type", "use_bnb_nested_quant", "bnb_4bit_quant_storage")},
 }
 
 
@@ -344,6 +417,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if training_args.resume_from_checkpoint:
         raise SystemExit("error: trl 1.12's PPOTrainer cannot resume from a checkpoint (trl #2657): it restores "
                          "neither the value model nor the optimizer. Start the run again, or use GRPO, which resumes")
+    if training_args.save_strategy in ("epoch", "best"):
+        raise SystemExit(f"error: --save_strategy {training_args.save_strategy} never saves under trl 1.12's PPOTrainer, "
+                         "which has no epochs or evaluation; use --save_strategy steps --save_steps N")
+    if training_args.reward_model_path and script_args.reward_weights is not None:
+        raise SystemExit("error: --reward_weights weighs --reward_funcs, which --reward_model_path replaces")
     if model_args.load_in_4bit or model_args.load_in_8bit:
         raise SystemExit("error: --load_in_4bit/--load_in_8bit are not supported here: the value model is trained "
                          "in full, and the policy is loaded unquantized")
@@ -412,6 +490,13 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
                       num_proc=training_args.dataset_num_proc) if split is not None else None
             for split in (train_dataset, eval_dataset)
         ]
+    # PPOTrainer's dataloader drops the last partial batch and loops until it has a batch: with fewer prompts than
+    # one rollout it would loop forever.
+    rollout = rollout_batch * PartialState().num_processes
+    if len(train_dataset) < rollout:
+        raise SystemExit(f"error: the training split has {len(train_dataset)} prompts, fewer than one PPO rollout "
+                         f"(per_device_train_batch_size x gradient_accumulation_steps x processes = {rollout}); "
+                         "use more prompts or a smaller batch")
     datasets = [d for d in (train_dataset, eval_dataset) if d is not None]
     # Every prompt is left-padded to the longest one, so the reward adapter knows where each completion starts.
     prompt_width = max(len(ids) for d in datasets for ids in d["input_ids"])
@@ -451,8 +536,10 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
     # trl 1.12's PPOTrainer reads --activation_checkpointing (the old --gradient_checkpointing) but never turns it on
     if training_args.activation_checkpointing:
+        kwargs = dict(training_args.activation_checkpointing_kwargs or {})  # as Trainer splits them
+        layers, offload = kwargs.pop("every_n_layers", 1), kwargs.pop("offload", False)
         for model in (policy, value_model):
-            model.activation_checkpointing_enable(training_args.activation_checkpointing_kwargs)
+            model.activation_checkpointing_enable(kwargs, every_n_layers=layers, offload=offload)
 
     for model in (policy, ref_policy, value_model, reward_model):
         if model is None:
@@ -529,9 +616,10 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
 if __name__ == "__main__":
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
-    parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
+    # bf16 stays off: PPOTrainer's Accelerator would ignore it (precision comes from --dtype or accelerate launch).
+    parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **{**device_defaults(), "bf16": False})
     script_args, training_args, model_args = parse_args(parser)
-    refuse_ignored_fields(IGNORED_OPTIONS, parser, script_args, training_args, model_args)
+    refuse_ignored_fields(UNSUPPORTED_OPTIONS, parser, script_args, training_args, model_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
     main(script_args, training_args, model_args)

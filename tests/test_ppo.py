@@ -120,7 +120,7 @@ def parse(*flags):
     import ppo_trl_example as ppo
 
     parser = TrlParser((ppo.PPOScriptArguments, PPOConfig, ModelConfig))
-    parser.set_defaults_with_config(**ppo.TINY_TASK_DEFAULTS, **ppo.TUNED_FOR_TINY_MODEL, **device_defaults())
+    parser.set_defaults_with_config(**ppo.TINY_TASK_DEFAULTS, **ppo.TUNED_FOR_TINY_MODEL, **{**device_defaults(), "bf16": False})
     return parser.parse_args_and_config(args=[str(flag) for flag in flags])
 
 

@@ -1,0 +1,137 @@
+"""Every option the scripts parse either acts or stops the run: the audit, as a test.
+
+The scripts parse every field of TRL's configs (GRPOConfig / PPOConfig include transformers' TrainingArguments) and
+of ModelConfig. A field that the parser accepts but nothing reads is a silent bug for the user who sets it, so each
+script keeps the fields it cannot honour in UNSUPPORTED_OPTIONS, with the reason, and refuses them when set. Every
+other field was checked to take effect (trl 1.12.0, transformers 5.23; the audit read the trainers' code paths and
+ran the doubtful ones). The lists below are that audit: a TRL or transformers upgrade that adds, removes or renames
+a field fails test_every_option_is_audited until the new field is sorted into one list or the other.
+"""
+
+import pytest
+
+import grpo_trl_example as grpo
+import ppo_trl_example as ppo
+
+ACTS = {
+    "grpo": set("""
+        accelerator_config activation_checkpointing activation_checkpointing_kwargs adam_beta1 adam_beta2
+        adam_epsilon attn_implementation auto_find_batch_size beta bf16 bnb_4bit_quant_storage
+        bnb_4bit_quant_type cache_implementation cast_lm_head_to_fp32 chat_template_kwargs
+        dataloader_drop_last dataloader_in_order dataloader_multiprocessing_context dataloader_num_workers
+        dataloader_persistent_workers dataloader_pin_memory dataloader_prefetch_factor dataset_answer_column
+        dataset_config dataset_name dataset_prompt_column dataset_test_split dataset_train_split ddp_backend
+        ddp_broadcast_buffers ddp_bucket_cap_mb ddp_find_unused_parameters ddp_static_graph ddp_timeout
+        debug deepspeed delta disable_dropout disable_tqdm do_eval ds3_gather_for_generation dtype
+        enable_jit_checkpoint entropy_coef entropy_coef_delta entropy_coef_max entropy_coef_min
+        entropy_target epsilon epsilon_high eval_delay eval_max_prompts eval_num_samples eval_on_start
+        eval_steps eval_strategy fp16 fsdp fsdp_config full_determinism generation_batch_size
+        generation_kwargs gradient_accumulation_steps gradient_checkpointing gradient_checkpointing_kwargs
+        greater_is_better hub_always_push hub_model_id hub_private_repo hub_revision hub_strategy hub_token
+        ignore_data_skip importance_sampling_level include_num_input_tokens_seen learning_rate
+        liger_kernel_config load_best_model_at_end load_in_4bit load_in_8bit local_rank log_completions
+        log_completions_hub_repo log_level log_level_replica log_on_each_node log_unique_prompts
+        logging_first_step logging_nan_inf_filter logging_steps logging_strategy lora_alpha lora_dropout
+        lora_modules_to_save lora_r lora_target_modules lora_target_parameters lora_task_type loss_type
+        lr_scheduler_kwargs lr_scheduler_type mask_truncated_completions max_completion_length max_grad_norm
+        max_steps metric_for_best_model min_p model_name_or_path model_revision multi_objective_aggregation
+        neftune_noise_alpha no_signal_patience num_completions_to_print num_generations num_generations_eval
+        num_iterations num_train_epochs off_policy_mask_threshold optim optim_args optim_target_modules
+        output_dir pad_to_multiple_of parallelism_config per_device_eval_batch_size
+        per_device_train_batch_size project push_to_hub ref_model_mixup_alpha ref_model_sync_steps
+        reference_mode repetition_penalty report_to restore_callback_states_from_checkpoint
+        resume_from_checkpoint reward_funcs reward_model_name_or_path reward_weights router_aux_loss_coef
+        run_name sapo_temperature_neg sapo_temperature_pos save_on_each_node save_only_model save_steps
+        save_strategy save_total_limit scale_rewards seed shuffle_dataset skip_memory_metrics
+        steps_per_generation stop_on_no_signal system_prompt temperature tf32 top_entropy_quantile top_k
+        top_p torch_compile torch_compile_backend torch_compile_mode torch_empty_cache_steps
+        trackio_bucket_id trackio_space_id trackio_static_space_id transformers_continuous_batching_config
+        trust_remote_code use_adaptive_entropy use_bias_correction_kl use_bnb_nested_quant use_cpu use_dora
+        use_liger_kernel use_peft use_rslora use_transformers_continuous_batching use_transformers_paged
+        use_vllm vespo_k_neg vespo_k_pos vespo_lambda_neg vespo_lambda_pos vllm_enable_sleep_mode
+        vllm_gpu_memory_utilization vllm_group_port vllm_importance_sampling_cap
+        vllm_importance_sampling_clip_max vllm_importance_sampling_clip_min
+        vllm_importance_sampling_correction vllm_importance_sampling_mode vllm_max_model_length vllm_mode
+        vllm_model_impl vllm_server_base_url vllm_server_host vllm_server_port vllm_server_timeout
+        vllm_structured_outputs_regex vllm_tensor_parallel_size warmup_steps weight_decay
+    """.split()),
+    "ppo": set("""
+        activation_checkpointing activation_checkpointing_kwargs adam_beta1 adam_beta2 adam_epsilon
+        attn_implementation cliprange cliprange_value dataset_answer_column dataset_config dataset_name
+        dataset_num_proc dataset_prompt_column dataset_test_split dataset_train_split ddp_backend
+        ddp_timeout disable_tqdm do_eval ds3_gather_for_generation dtype eval_max_prompts eval_num_samples
+        gamma gradient_accumulation_steps gradient_checkpointing gradient_checkpointing_kwargs
+        hub_always_push hub_model_id hub_private_repo hub_revision hub_strategy hub_token kl_coef
+        kl_estimator lam learning_rate load_in_4bit load_in_8bit local_rank local_rollout_forward_batch_size
+        lora_alpha lora_dropout lora_modules_to_save lora_r lora_target_modules lora_target_parameters
+        lora_task_type lr_scheduler_kwargs lr_scheduler_type max_steps missing_eos_penalty
+        model_name_or_path model_revision no_signal_patience num_mini_batches num_ppo_epochs
+        num_sample_generations optim optim_args optim_target_modules output_dir per_device_eval_batch_size
+        per_device_train_batch_size project push_to_hub report_to response_length resume_from_checkpoint
+        reward_funcs reward_model_path reward_weights run_name save_on_each_node save_only_model save_steps
+        save_strategy save_total_limit seed sft_model_path stop_on_no_signal stop_token stop_token_id
+        system_prompt temperature tf32 total_episodes trackio_bucket_id trackio_space_id
+        trackio_static_space_id trust_remote_code use_cpu use_dora use_peft use_rslora value_model_path
+        vf_coef warmup_steps weight_decay whiten_rewards
+    """.split()),
+}
+SCRIPTS = {"grpo": grpo, "ppo": ppo}
+
+
+def parser_of(name: str):
+    """The script's parser with the script's own defaults, as its __main__ builds it."""
+    from dataclasses import fields
+
+    from common import device_defaults
+    from trl import GRPOConfig, ModelConfig, TrlParser
+    from trl.experimental.ppo import PPOConfig
+
+    script = SCRIPTS[name]
+    config = GRPOConfig if name == "grpo" else PPOConfig
+    arguments = script.GRPOScriptArguments if name == "grpo" else script.PPOScriptArguments
+    parser = TrlParser((arguments, config, ModelConfig))
+    defaults = {**device_defaults(), "bf16": False} if name == "ppo" else device_defaults()
+    parser.set_defaults_with_config(**script.TINY_TASK_DEFAULTS, **script.TUNED_FOR_TINY_MODEL, **defaults)
+    all_fields = {f.name for cls in (arguments, config, ModelConfig) for f in fields(cls)}
+    return parser, all_fields
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_option_is_audited(name):
+    _, all_fields = parser_of(name)
+    unsupported = set(SCRIPTS[name].UNSUPPORTED_OPTIONS)
+    assert not unsupported & ACTS[name], "an option cannot both act and be refused"
+    assert all_fields == ACTS[name] | unsupported, (
+        f"new options: {sorted(all_fields - ACTS[name] - unsupported)}; gone: {sorted((ACTS[name] | unsupported) - all_fields)}."
+        " Check what each new one does in the trainer and add it to ACTS or to the script's UNSUPPORTED_OPTIONS")
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_each_unsupported_option_is_refused_when_set(name):
+    from common import refuse_ignored_fields
+
+    parser, _ = parser_of(name)
+    parsed = parser.parse_args_into_dataclasses(args=[])
+    refuse_ignored_fields(SCRIPTS[name].UNSUPPORTED_OPTIONS, parser, *parsed)  # the defaults pass: no false alarm
+    for option, why in SCRIPTS[name].UNSUPPORTED_OPTIONS.items():
+        args = next(a for a in parsed if hasattr(a, option))
+        default, unset = getattr(args, option), object()
+        setattr(args, option, unset)
+        with pytest.raises(SystemExit, match=f"error: --{option} is not supported here: "):
+            refuse_ignored_fields(SCRIPTS[name].UNSUPPORTED_OPTIONS, parser, *parsed)
+        setattr(args, option, default)
+
+
+@pytest.mark.parametrize("flags, option", [
+    (["--eval_strategy", "steps"], "eval_strategy"),
+    (["--logging_steps", 2], "logging_steps"),
+    (["--bf16", "true"], "bf16"),
+    (["--max_grad_norm", 0.5], "max_grad_norm"),
+])
+def test_ppo_refuses_what_its_own_loop_never_reads(flags, option):
+    from common import refuse_ignored_fields
+
+    parser, _ = parser_of("ppo")
+    parsed = parser.parse_args_into_dataclasses(args=[str(f) for f in flags])
+    with pytest.raises(SystemExit, match=f"--{option} is not supported here"):
+        refuse_ignored_fields(ppo.UNSUPPORTED_OPTIONS, parser, *parsed)
