@@ -30,8 +30,6 @@ from accelerate.utils import gather_object
 from transformers import TrainerCallback
 from trl.data_utils import apply_chat_template, is_conversational
 
-from rewards import completion_text
-
 
 def prompt_token_ids(tokenizer, prompt, chat_template_kwargs: dict | None = None) -> list[int]:
     """The token ids a trainer feeds the model for one prompt.
@@ -191,7 +189,8 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, temperat
         rows = dataset.select(mine).to_dict()
     was_training = model.training
     model.eval()
-    with torch.random.fork_rng(devices=[model.device] if model.device.type == "cuda" else []):
+    device = next(model.parameters()).device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed + accelerator.process_index)  # the same sampling noise before and after training
         sampled, sampled_ids = generate(model, tokenizer, rows["input_ids"], num_samples, temperature, max_new_tokens)
     greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, None, max_new_tokens)

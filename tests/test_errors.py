@@ -82,3 +82,28 @@ def test_hub_id_while_offline(tmp_path):
     stderr = fails_with(tmp_path, "--model_name_or_path", "some-org/some-model", env={"HF_HUB_OFFLINE": "1"})
     assert "is not a local directory, and the hub is offline (HF_HUB_OFFLINE=1)" in stderr
     assert_early(stderr)
+
+
+def test_missing_gold_column_stops_before_any_model_loads(tmp_path, addition_rows):
+    """`accuracy` on data whose gold column is not `answer`: one sentence naming the columns there and the flag that
+    maps one, before any model loads (without the check the reward is None for every sample and nothing is learned)."""
+    data = write_jsonl(tmp_path / "gold.jsonl", [{"prompt": r["prompt"], "gold": r["answer"]} for r in addition_rows])
+    proc = run_script(SCRIPT, "--dataset_name", data, "--output_dir", tmp_path / "out", cwd=tmp_path, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert ("error: reward 'accuracy' needs a column 'answer' or 'solution', and "
+            f"{data} has: prompt, gold; map yours onto it with --dataset_answer_column <column>") in proc.stderr
+    assert "Loading weights" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--dataset_streaming", "true"], "error: --dataset_streaming is not supported here: the script loads the whole"),
+    (["--ignore_bias_buffers", "true"], "error: --ignore_bias_buffers is not supported here"),
+    (["--reward_model_name_or_path", "./no-such-rm"], "error: --reward_model_name_or_path ./no-such-rm: no such dir"),
+    (["--reward_weights", 1.0, 2.0], "error: 2 --reward_weights for 1 rewards (reward models first"),
+    (["--dataset_answer_column", "gold"], "error: --dataset_answer_column gold: no such column in split 'train'"),
+])
+def test_options_that_cannot_work_stop_early(tmp_path, flags, message):
+    stderr = fails_with(tmp_path, *flags)
+    assert message in stderr
+    assert_early(stderr)
+    assert not (tmp_path / "out").exists()

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import REPO, read_jsonl, run_script
 
 
@@ -53,3 +55,15 @@ def test_resume_last_skips_a_checkpoint_cut_short(tmp_path):
     assert resolve_checkpoint("last", str(tmp_path)) == str(tmp_path / "checkpoint-10")
     assert resolve_checkpoint(str(tmp_path / "checkpoint-30"), str(tmp_path)) == str(tmp_path / "checkpoint-30")
     assert resolve_checkpoint(None, str(tmp_path)) is None
+
+
+def test_resume_last_ignores_directories_that_are_not_step_checkpoints(tmp_path):
+    """`checkpoint-best` (e.g. copied there by a user or a callback) is not a checkpoint of a step: skip it."""
+    from common import resolve_checkpoint
+
+    for name in ("checkpoint-5", "checkpoint-best", "checkpoint-40"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "trainer_state.json").write_text("{}")
+    assert resolve_checkpoint("last", str(tmp_path)) == str(tmp_path / "checkpoint-40")
+    with pytest.raises(SystemExit, match="no complete checkpoint in"):
+        resolve_checkpoint("last", str(tmp_path / "empty"))
