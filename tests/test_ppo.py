@@ -258,7 +258,7 @@ def test_reward_model_path_must_be_a_classifier(tmp_path):
     proc = run_script(SCRIPT, "--reward_model_path", TINY_MODEL, "--output_dir", tmp_path / "out",
                       cwd=tmp_path, env=ONE_THREAD, check=False)
     assert proc.returncode != 0
-    assert "PPO needs a sequence-classification model with one output" in proc.stderr
+    assert "is LlamaForCausalLM with" in proc.stderr and "a reward model is a sequence-classification model" in proc.stderr
     assert not (tmp_path / "out").exists()  # failed before training
 
 
