@@ -192,6 +192,10 @@ def load_prompt_dataset(
             raise SystemExit(f"error: {path} is empty")
         dataset = load_dataset(builder, data_files={"train": str(path)})
     else:  # a local folder, or a dataset on the hub
+        if path.is_dir():  # `datasets` fails on an empty split file with "Instruction 'test' corresponds to no data"
+            for file in sorted(path.rglob("*")):
+                if file.suffix in LOCAL_FILE_BUILDERS and file.stat().st_size == 0:
+                    raise SystemExit(f"error: {file} is empty")
         dataset = load_dataset(dataset_name, name=dataset_config)
 
     if train_split not in dataset:
@@ -414,7 +418,12 @@ def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str) -> s
     in `output_dir`. transformers' own `sort_checkpoints` finds the `checkpoint-<step>` directories (others,
     such as `checkpoint-best`, are not checkpoints of a step). A checkpoint is complete once trainer_state.json,
     which the Trainer writes last, parses; one cut short by a kill is skipped."""
-    if resume_from_checkpoint is None or resume_from_checkpoint.lower() not in ("last", "true"):
+    if resume_from_checkpoint is None:
+        return None
+    if resume_from_checkpoint.lower() not in ("last", "true"):
+        if not Path(resume_from_checkpoint).is_dir():
+            raise SystemExit(f"error: --resume_from_checkpoint {resume_from_checkpoint}: no such directory; "
+                             "`last` resumes from the newest complete checkpoint in --output_dir")
         return resume_from_checkpoint
     checkpoints = sort_checkpoints(output_dir, PREFIX_CHECKPOINT_DIR) if Path(output_dir).is_dir() else []
     for checkpoint in reversed(checkpoints):  # newest first

@@ -177,6 +177,10 @@ class GRPOScriptArguments(ScriptArguments):
 
 
 def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
+    # --save_steps N writes checkpoints; --resume_from_checkpoint last (or a path) continues from one. Resolved
+    # first, so that a missing checkpoint stops the run before anything loads.
+    checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+
     ################
     # Model
     ################
@@ -299,8 +303,6 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
             trainer.accelerator, training_args.output_dir,
         ))
 
-    # --save_steps N writes checkpoints; --resume_from_checkpoint last (or a path) continues from one.
-    checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
     train_output = trainer.train(resume_from_checkpoint=checkpoint)
 
     ################

@@ -497,6 +497,12 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         raise SystemExit(f"error: the training split has {len(train_dataset)} prompts, fewer than one PPO rollout "
                          f"(per_device_train_batch_size x gradient_accumulation_steps x processes = {rollout}); "
                          "use more prompts or a smaller batch")
+    if training_args.reward_model_path:  # PPOTrainer feeds the reward model the policy's token ids
+        rm_tokenizer = AutoTokenizer.from_pretrained(training_args.reward_model_path)
+        probe = "The reward model reads the policy's token ids: 3 + 4 = 7."
+        if rm_tokenizer(probe).input_ids != tokenizer(probe).input_ids:
+            raise SystemExit(f"error: the reward model {training_args.reward_model_path} has a different tokenizer "
+                             "from the policy's; PPOTrainer feeds it the policy's token ids, so they must share one")
     datasets = [d for d in (train_dataset, eval_dataset) if d is not None]
     # Every prompt is left-padded to the longest one, so the reward adapter knows where each completion starts.
     prompt_width = max(len(ids) for d in datasets for ids in d["input_ids"])
@@ -524,11 +530,6 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
     reward_model = None
     if training_args.reward_model_path:
-        rm_tokenizer = AutoTokenizer.from_pretrained(training_args.reward_model_path)
-        probe = "The reward model reads the policy's token ids: 3 + 4 = 7."
-        if rm_tokenizer(probe).input_ids != tokenizer(probe).input_ids:
-            raise SystemExit(f"error: the reward model {training_args.reward_model_path} has a different tokenizer "
-                             "from the policy's; PPOTrainer feeds it the policy's token ids, so they must share one")
         rm_kwargs = {k: v for k, v in model_kwargs.items() if k != "revision"}  # --model_revision is the policy's
         reward_model = AutoModelForSequenceClassification.from_pretrained(
             training_args.reward_model_path, num_labels=1, **rm_kwargs
