@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = REPO / "assets" / "tiny-llama-addition"
@@ -40,13 +41,25 @@ def accelerate_ddp(num_processes: int = 2, port: int | None = None, machines: tu
     return launcher
 
 
+# One torch thread per run unless a test says otherwise. A 0.4M-parameter model gains nothing from a second thread,
+# results then depend on the seed alone (not on the machine's load), and two runs share 2 cores without contention
+# (measured: a PPO learning run took 47 s alone with two threads and 290 s next to another two-thread run).
+THREADS = {"OMP_NUM_THREADS": "1"}
+
+
+def ddp_flags(num_processes: int) -> list[str]:
+    """Script flags for a DDP test with `num_processes` processes: on a machine with fewer GPUs than that (a CPU-only
+    machine, or one GPU), run them on CPU over gloo, as this machine does."""
+    return ["--use_cpu", "true"] if torch.cuda.device_count() < num_processes else []
+
+
 def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bool = True, timeout: int = 300,
                launcher: list[str] = ()):
     """Run `python [launcher] <script> <args>` from `cwd` with the hub switched off, as a user would.
 
     Fails the test with the script's output if it exits non-zero and `check` is set.
     """
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **THREADS, **(env or {})}
     proc = subprocess.run(
         [sys.executable, *launcher, str(REPO / script), *map(str, args)],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
@@ -57,16 +70,50 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     return proc
 
 
-def assert_run_summary(out: Path, stdout: str, steps: int) -> None:
-    """What every single-process run of the bundled task must leave: summary.json, both plots, the printed summary."""
+def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = True) -> None:
+    """What every single-process run of the bundled task must leave: summary.json whose reward means are those of
+    metrics.jsonl, both plots, the printed summary. `bf16_on_gpu`: the script's precision default on a GPU."""
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 1 and summary["global_step"] == steps and summary["train_runtime"] > 0
     assert summary["versions"]["trl"] == "1.12.0"
-    assert 0.0 <= summary["reward_first_20pct"] <= 1.0 and 0.0 <= summary["reward_last_20pct"] <= 1.0
     assert summary["script_args"]["reward_funcs"] == ["accuracy"]
-    assert summary["training_args"]["use_cpu"] is True and summary["training_args"]["bf16"] is False
+    # the device defaults: CPU and fp32 without a GPU; with one, the GPU, in bf16 where it has it
+    gpu = torch.cuda.is_available()
+    assert summary["training_args"]["use_cpu"] is not gpu
+    assert summary["training_args"]["bf16"] is (gpu and bf16_on_gpu and torch.cuda.is_bf16_supported())
+
+    # the reward means over the first and last 20% of logged steps, and each reward's last mean, from metrics.jsonl
+    logs = [m for m in read_jsonl(out / "metrics.jsonl") if "reward" in m]
+    k = max(1, round(0.2 * len(logs)))
+    assert summary["reward_first_20pct"] == pytest.approx(sum(m["reward"] for m in logs[:k]) / k)
+    assert summary["reward_last_20pct"] == pytest.approx(sum(m["reward"] for m in logs[-k:]) / k)
+    assert summary["reward_per_func_last"] == {"rewards/accuracy/mean": logs[-1]["rewards/accuracy/mean"]}
+    assert f"mean reward, last 20% of logged steps:  {summary['reward_last_20pct']:.3f}" in stdout
+
     assert (out / "reward_curve.png").read_bytes()[:4] == (out / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
-    assert "mean reward, last 20% of logged steps" in stdout
+
+
+def safetensors_weights(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(path)
+
+
+def assert_trained(out: Path, start: Path = TINY_MODEL) -> None:
+    """The model saved in `out` is not the one training started from: some weight of every kind it shares with the
+    starting model (by name and shape; PPO adds a pad token, so its embeddings grow) has moved."""
+    saved, initial = safetensors_weights(out / "model.safetensors"), safetensors_weights(start / "model.safetensors")
+    shared = [k for k in saved if k in initial and saved[k].shape == initial[k].shape]
+    assert len(shared) >= len(initial) - 2, "the saved model is not the starting model's architecture"
+    moved = [k for k in shared if not torch.equal(saved[k], initial[k])]
+    assert any(".layers." in k for k in moved), "no transformer weight changed: the saved model is the starting one"
+
+
+def assert_adapter_trained(out: Path) -> None:
+    """LoRA starts with B = 0 (the adapter adds nothing): after training some lora_B is non-zero."""
+    weights = safetensors_weights(out / "adapter_model.safetensors")
+    lora_b = {k: w for k, w in weights.items() if "lora_B" in k}
+    assert lora_b and any(w.abs().max() > 0 for w in lora_b.values()), "every lora_B is still zero: nothing trained"
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -94,3 +141,41 @@ def chat_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def addition_rows() -> list[dict]:
     return read_jsonl(ADDITION / "train.jsonl")
+
+
+# Runs a script as `python script.py` would, recording calls that show whether a flag acted (one JSON line per call in
+# $SPY_FILE): activation checkpointing switched on, and which checkpoints sequence-classification models load from.
+SPY_LAUNCHER = '''
+import json, os, runpy, sys
+import transformers
+
+def record(call, arg):
+    with open(os.environ["SPY_FILE"], "a") as f:
+        f.write(json.dumps({"call": call, "arg": arg}) + "\\n")
+
+enable = transformers.PreTrainedModel.activation_checkpointing_enable
+def activation_checkpointing_enable(self, *args, **kwargs):
+    record("activation_checkpointing_enable", type(self).__name__)
+    return enable(self, *args, **kwargs)
+transformers.PreTrainedModel.activation_checkpointing_enable = activation_checkpointing_enable
+
+load = transformers.AutoModelForSequenceClassification.from_pretrained
+def from_pretrained(cls, path, *args, **kwargs):
+    record("AutoModelForSequenceClassification.from_pretrained", str(path))
+    return load(path, *args, **kwargs)
+transformers.AutoModelForSequenceClassification.from_pretrained = classmethod(from_pretrained)
+
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+def spied(tmp_path: Path) -> tuple[list[str], dict, Path]:
+    """(launcher, env, spy file) for run_script: run the script under SPY_LAUNCHER."""
+    (tmp_path / "spy_launcher.py").write_text(SPY_LAUNCHER)
+    return [str(tmp_path / "spy_launcher.py")], {"SPY_FILE": str(tmp_path / "spy.jsonl")}, tmp_path / "spy.jsonl"
+
+
+def spied_calls(spy_file: Path, call: str) -> list[str]:
+    return [c["arg"] for c in read_jsonl(spy_file) if c["call"] == call] if spy_file.exists() else []

@@ -133,9 +133,13 @@ def test_registered_as_code():
 # ---- hostile completions: each scores 0 within its limit and harms nothing -----------------------------------------
 
 
+# Each hostile case runs next to correct code (ADD), which must score 1.0: a sandbox that never starts, or that
+# fails every run, scores everything 0 and would pass the hostile rows alone.
+
+
 def test_infinite_loop_times_out(fast):
-    rewards, seconds = timed_reward(["while True:\n    pass\n" + ADD], [ADD_TESTS])
-    assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+    rewards, seconds = timed_reward(["while True:\n    pass\n" + ADD, ADD], [ADD_TESTS] * 2)
+    assert rewards == [0.0, 1.0] and seconds < FAST.timeout + SLACK
     assert_no_leftovers()
 
 
@@ -145,14 +149,27 @@ def test_asserts_passed_before_a_timeout_still_count(fast):
 
 
 def test_sleeping_past_the_timeout(fast):
-    rewards, seconds = timed_reward(["import time\ntime.sleep(60)\n" + ADD], [ADD_TESTS])
-    assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+    rewards, seconds = timed_reward(["import time\ntime.sleep(60)\n" + ADD, ADD], [ADD_TESTS] * 2)
+    assert rewards == [0.0, 1.0] and seconds < FAST.timeout + SLACK
     assert_no_leftovers()
 
 
 def test_fork_bomb_is_contained_and_cleaned_up(fast):
-    rewards, seconds = timed_reward([FORK_BOMB + ADD], [ADD_TESTS])
-    assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+    rewards, seconds = timed_reward([FORK_BOMB + ADD, ADD], [ADD_TESTS] * 2)
+    assert rewards == [0.0, 1.0] and seconds < FAST.timeout + SLACK
+    assert_no_leftovers()
+
+
+@needs("bwrap", "unshare")  # as root, rlimits mode keeps root's uid, for which the kernel ignores RLIMIT_NPROC
+def test_process_limit_stops_forks(fast):
+    """The code counts its own successful forks (children that stay alive) until fork fails; the asserts, which run
+    in the same namespace, read the count: forking works, and stops below the process limit."""
+    counting = ("import os, time\nforks = 0\nwhile forks < 1000:\n    try:\n        pid = os.fork()\n"
+                "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n"
+                "    forks += 1\n")
+    tests = ["assert forks >= 1", f"assert forks < {FAST.processes}"]
+    rewards, seconds = timed_reward([counting], [tests])
+    assert rewards == [1.0] and seconds < FAST.timeout + SLACK
     assert_no_leftovers()
 
 
@@ -166,24 +183,26 @@ def test_correct_code_still_scores_1_next_to_a_fork_bomb(fast):
 
 def test_huge_memory_allocation_fails(fast):
     completions = ["x = bytearray(8 << 30)\n" + ADD,  # 8 GiB at once
-                   "blocks = [bytearray(64 << 20) for _ in range(64)]\n" + ADD]  # 4 GiB in pieces
-    rewards, seconds = timed_reward(completions, [ADD_TESTS] * 2)
-    assert rewards == [0.0, 0.0] and seconds < FAST.timeout + SLACK
+                   "blocks = [bytearray(64 << 20) for _ in range(64)]\n" + ADD,  # 4 GiB in pieces
+                   "x = bytearray(64 << 20)\n" + ADD]  # 64 MiB: within the limit
+    rewards, seconds = timed_reward(completions, [ADD_TESTS] * 3)
+    assert rewards == [0.0, 0.0, 1.0] and seconds < FAST.timeout + SLACK
 
 
 def test_cannot_write_outside_its_directory(fast, tmp_path):
     targets = [tmp_path / "pwned.txt", REPO / "pwned.txt"]
     completions = [f"open({str(target)!r}, 'w').write('pwned')\n" + ADD for target in targets]
+    completions.append("open('scratch.txt', 'w').write('ok')\n" + ADD)  # its own working directory is writable
     rewards, seconds = timed_reward(completions, [ADD_TESTS] * len(completions))
-    assert rewards == [0.0] * len(completions) and seconds < FAST.timeout + SLACK
+    assert rewards == [0.0] * len(targets) + [1.0] and seconds < FAST.timeout + SLACK
     assert not any(target.exists() for target in targets)
 
 
 @needs("bwrap")
 def test_cannot_write_to_tmp(fast):
     target = Path(f"/tmp/code-sandbox-pwned-{os.getpid()}")
-    rewards, seconds = timed_reward([f"open({str(target)!r}, 'w').write('pwned')\n" + ADD], [ADD_TESTS])
-    assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+    rewards, seconds = timed_reward([f"open({str(target)!r}, 'w').write('pwned')\n" + ADD, ADD], [ADD_TESTS] * 2)
+    assert rewards == [0.0, 1.0] and seconds < FAST.timeout + SLACK
     assert not target.exists()
 
 
@@ -193,8 +212,8 @@ def test_no_network(fast):
         server.setblocking(False)
         port = server.getsockname()[1]
         code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'hi')\n" + ADD
-        rewards, seconds = timed_reward([code], [ADD_TESTS])
-        assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+        rewards, seconds = timed_reward([code, ADD], [ADD_TESTS] * 2)
+        assert rewards == [0.0, 1.0] and seconds < FAST.timeout + SLACK
         with pytest.raises(BlockingIOError):
             server.accept()  # nothing connected
 
@@ -219,8 +238,9 @@ def test_no_secrets_in_its_environment(fast, monkeypatch):
                    read_proc + ADD]
     if sandbox_mode() == "rlimits" and os.geteuid() != 0:
         completions.pop()  # same uid as the trainer, no pid namespace: /proc/<trainer>/environ is readable
+    completions.append("import os\nassert os.environ['PATH']\n" + ADD)  # a minimal environment is still there
     rewards, seconds = timed_reward(completions, [ADD_TESTS] * len(completions))
-    assert rewards == [0.0] * len(completions) and seconds < FAST.timeout + SLACK
+    assert rewards == [0.0] * (len(completions) - 1) + [1.0] and seconds < FAST.timeout + SLACK
 
 
 @pytest.mark.skipif(sandbox_mode() == "rlimits" and os.geteuid() != 0,
@@ -228,8 +248,8 @@ def test_no_secrets_in_its_environment(fast, monkeypatch):
 def test_cannot_kill_the_trainer(fast):
     code = (f"import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill({os.getpid()}, signal.SIGKILL)\n"
             + ADD)
-    rewards, seconds = timed_reward([code], [ADD_TESTS])
-    assert rewards == [0.0] and seconds < FAST.timeout + SLACK
+    rewards, seconds = timed_reward([code, ADD], [ADD_TESTS] * 2)
+    assert rewards == [0.0, 1.0] and seconds < FAST.timeout + SLACK
     os.kill(os.getpid(), 0)  # still here
 
 

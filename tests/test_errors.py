@@ -14,14 +14,27 @@ def fails_with(tmp_path, *args, env=None):
     return proc.stderr
 
 
-def assert_early(stderr):
-    """A clean exit before any model loaded: the message, no traceback."""
-    assert "Traceback" not in stderr
+def fails_early(tmp_path, *args, env=None) -> str:
+    """Run the GRPO script and check it stopped early and cleanly; return its error line.
+
+    Early and clean: exit code 1; the error is one line, `error: ...`, the last of stderr (library warnings may come
+    before it), with no traceback; no model weights were loaded (transformers reports "Loading weights"); and nothing
+    was written to --output_dir.
+    """
+    out = tmp_path / "out"
+    proc = run_script(SCRIPT, *args, "--output_dir", out, cwd=tmp_path, env=env, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert lines and lines[-1].startswith("error: "), proc.stderr[-3000:]
+    assert [line for line in lines if "error" in line.lower()] == lines[-1:], "more than one error line"
+    assert "Traceback" not in proc.stderr and "Loading weights" not in proc.stderr + proc.stdout
+    assert not out.exists(), f"{out} was written before the error"
+    return lines[-1]
 
 
 def test_dotted_reward_that_cannot_be_imported(tmp_path):
-    stderr = fails_with(tmp_path, "--reward_funcs", "no_such_module.fn")
-    assert "cannot import reward 'no_such_module.fn' (No module named 'no_such_module')" in stderr
+    error = fails_early(tmp_path, "--reward_funcs", "no_such_module.fn")
+    assert "cannot import reward 'no_such_module.fn' (No module named 'no_such_module')" in error
 
 
 def test_reward_that_raises_names_the_function_and_sample(tmp_path):
@@ -47,52 +60,44 @@ def test_reward_with_bad_output(tmp_path, returns, message):
 
 
 def test_missing_prompt_column_lists_the_columns(tmp_path):
-    stderr = fails_with(tmp_path, "--dataset_prompt_column", "question")
-    assert "no prompt column 'question' in split 'train'" in stderr and "columns are: prompt, answer" in stderr
-    assert_early(stderr)
+    error = fails_early(tmp_path, "--dataset_prompt_column", "question")
+    assert "no prompt column 'question' in split 'train'" in error and "columns are: prompt, answer" in error
 
 
 def test_empty_dataset(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
-    stderr = fails_with(tmp_path, "--dataset_name", tmp_path / "empty.jsonl")
-    assert "empty.jsonl is empty" in stderr
-    assert_early(stderr)
+    error = fails_early(tmp_path, "--dataset_name", tmp_path / "empty.jsonl")
+    assert "empty.jsonl is empty" in error
 
 
 def test_missing_train_split_lists_the_splits(tmp_path):
-    stderr = fails_with(tmp_path, "--dataset_name", ADDITION, "--dataset_train_split", "training")
-    assert "no split 'training'" in stderr and "its splits are: train, test" in stderr
-    assert_early(stderr)
+    error = fails_early(tmp_path, "--dataset_name", ADDITION, "--dataset_train_split", "training")
+    assert "no split 'training'" in error and "its splits are: train, test" in error
 
 
 def test_batch_geometry_suggests_valid_sizes(tmp_path):
-    stderr = fails_with(tmp_path, "--per_device_train_batch_size", 12, "--num_generations", 8)
-    assert "must be divisible by num_generations (8)" in stderr
-    assert "--per_device_train_batch_size 8 or 16" in stderr
-    assert_early(stderr)
+    error = fails_early(tmp_path, "--per_device_train_batch_size", 12, "--num_generations", 8)
+    assert "must be divisible by num_generations (8)" in error
+    assert "--per_device_train_batch_size 8 or 16" in error
 
 
 def test_model_path_that_is_not_a_directory(tmp_path):
-    stderr = fails_with(tmp_path, "--model_name_or_path", "./no-such-model")
-    assert "error: --model_name_or_path ./no-such-model: no such directory" in stderr
-    assert_early(stderr)
+    error = fails_early(tmp_path, "--model_name_or_path", "./no-such-model")
+    assert error.startswith("error: --model_name_or_path ./no-such-model: no such directory")
 
 
 def test_hub_id_while_offline(tmp_path):
-    stderr = fails_with(tmp_path, "--model_name_or_path", "some-org/some-model", env={"HF_HUB_OFFLINE": "1"})
-    assert "is not a local directory, and the hub is offline (HF_HUB_OFFLINE=1)" in stderr
-    assert_early(stderr)
+    error = fails_early(tmp_path, "--model_name_or_path", "some-org/some-model")  # run_script sets HF_HUB_OFFLINE=1
+    assert "is not a local directory, and the hub is offline (HF_HUB_OFFLINE=1)" in error
 
 
 def test_missing_gold_column_stops_before_any_model_loads(tmp_path, addition_rows):
     """`accuracy` on data whose gold column is not `answer`: one sentence naming the columns there and the flag that
     maps one, before any model loads (without the check the reward is None for every sample and nothing is learned)."""
     data = write_jsonl(tmp_path / "gold.jsonl", [{"prompt": r["prompt"], "gold": r["answer"]} for r in addition_rows])
-    proc = run_script(SCRIPT, "--dataset_name", data, "--output_dir", tmp_path / "out", cwd=tmp_path, check=False)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert ("error: reward 'accuracy' needs a column 'answer' or 'solution', and "
-            f"{data} has: prompt, gold; map yours onto it with --dataset_answer_column <column>") in proc.stderr
-    assert "Loading weights" not in proc.stderr and not (tmp_path / "out").exists()
+    error = fails_early(tmp_path, "--dataset_name", data)
+    assert error == ("error: reward 'accuracy' needs a column 'answer' or 'solution', and "
+                     f"{data} has: prompt, gold; map yours onto it with --dataset_answer_column <column>")
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -103,7 +108,4 @@ def test_missing_gold_column_stops_before_any_model_loads(tmp_path, addition_row
     (["--dataset_answer_column", "gold"], "error: --dataset_answer_column gold: no such column in split 'train'"),
 ])
 def test_options_that_cannot_work_stop_early(tmp_path, flags, message):
-    stderr = fails_with(tmp_path, *flags)
-    assert message in stderr
-    assert_early(stderr)
-    assert not (tmp_path / "out").exists()
+    assert message in fails_early(tmp_path, *flags)

@@ -1,8 +1,11 @@
 """The held-out evaluation's metrics, from fixed rewards: which metrics a reward gets follows its declaration."""
 
-import pytest
+import math
 
-from evaluation import metrics_of
+import pytest
+import torch
+
+from evaluation import metrics_of, pass_at_k
 from rewards import get_reward_funcs
 
 
@@ -29,3 +32,51 @@ def test_other_rewards_and_reward_models_get_their_means():
     metrics = metrics_of(reward_model, [[0.5, -1.0], [2.0, None]], greedy_rewards=[1.0, 3.0], texts=[["a", "b"]] * 2,
                          num_samples=2)
     assert metrics == {"mean_reward": 0.5, "greedy_reward": 2.0}
+
+
+def test_pass_at_k_is_the_binomial_formula():
+    """The product form used for speed equals 1 - C(n-c, k) / C(n, k) everywhere on a grid."""
+    for n in range(1, 17):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                assert pass_at_k(n, c, k) == pytest.approx(1 - math.comb(n - c, k) / math.comb(n, k), abs=1e-12), (n, c, k)
+
+
+def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
+    """evaluate() end to end with the generation stubbed: known completions give hand-computed metrics."""
+    from accelerate import PartialState
+    from datasets import Dataset
+
+    import evaluation
+
+    # prompt ids -> (4 sampled completions, the greedy one); gold answers 2, 4, 6
+    completions = {
+        (1,): (["2", "2", "3", "5"], "2"),   # 2 right; the majority answer 2 is right; greedy right
+        (2,): (["5", "5", "4", "9"], "33"),  # 1 right; the majority answer 5 is wrong;  greedy wrong
+        (3,): (["1", "2", "10", "8"], "6"),  # 0 right; no majority (first of the ties, 1, is wrong); greedy right
+    }
+    calls = []
+
+    def fake_generate(model, tokenizer, prompt_ids, num_samples, temperature, max_new_tokens, batch_size=16):
+        calls.append((num_samples, temperature, max_new_tokens))
+        texts = [completions[tuple(ids)][0] if temperature else [completions[tuple(ids)][1]] for ids in prompt_ids]
+        return texts, [[[0] * len(t) for t in sample] for sample in texts]
+
+    monkeypatch.setattr(evaluation, "generate", fake_generate)
+    dataset = Dataset.from_list([{"prompt": f"{a}+{a}=", "answer": str(2 * a), "input_ids": [a]} for a in (1, 2, 3)])
+
+    def length(completions, **kwargs):  # not a correctness reward: it gets means only
+        return [float(len(c)) for c in completions]
+
+    [accuracy] = get_reward_funcs(["accuracy"], max_completion_length=8)
+    results = evaluation.evaluate(torch.nn.Linear(1, 1), tokenizer=None, dataset=dataset, reward_funcs=[accuracy, length],
+                                  num_samples=4, temperature=0.7, max_new_tokens=5, seed=0, accelerator=PartialState())
+    assert calls == [(4, 0.7, 5), (1, None, 5)]  # sampled at the training temperature, then greedy
+    assert results["accuracy"] == pytest.approx({
+        "mean_reward": 3 / 12,
+        "greedy_accuracy": 2 / 3,
+        "pass@1": (2 / 4 + 1 / 4 + 0) / 3,
+        "pass@4": 2 / 3,  # any of 4 right: prompts 1 and 2
+        "maj@4": 1 / 3,
+    })
+    assert results["length"] == pytest.approx({"mean_reward": 13 / 12, "greedy_reward": 4 / 3})

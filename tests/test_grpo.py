@@ -5,7 +5,8 @@ import json
 import pytest
 import torch
 import yaml
-from conftest import ADDITION, REPO, assert_run_summary, read_jsonl, run_script, write_jsonl
+from conftest import (ADDITION, REPO, assert_adapter_trained, assert_run_summary, assert_trained, read_jsonl,
+                      run_script, spied, spied_calls, write_jsonl)
 
 from common import device_defaults
 from rewards import accuracy_reward, reward_names
@@ -28,7 +29,7 @@ def test_default_task_outputs(tmp_path):
     metrics = read_jsonl(out / "metrics.jsonl")
     train_logs = [m for m in metrics if "reward" in m]
     assert [m["step"] for m in train_logs] == [1, 2, 3, 4]
-    assert all(0.0 <= m["rewards/accuracy/mean"] <= 1.0 for m in train_logs)
+    assert all({"kl", "loss", "rewards/accuracy/mean"} <= set(m) for m in train_logs)  # keys the README lists
     assert [m["step"] for m in metrics if "eval_reward" in m] == [2, 4]  # the test split is used for eval
 
     # completions.jsonl: each logged completion with its reward, which must be the accuracy of that completion
@@ -38,10 +39,16 @@ def test_default_task_outputs(tmp_path):
     for row in rows:
         assert row["prompt"] in train_prompts
         assert row["accuracy"] == accuracy_reward([row["completion"]], answer=[answer_of(row["prompt"])])[0]
+    for m in train_logs:  # the logged rewards are the means over that step's completions
+        accuracies = [r["accuracy"] for r in rows if r["step"] == m["step"]]
+        assert m["reward"] == pytest.approx(m["rewards/accuracy/mean"]) == pytest.approx(sum(accuracies) / 16)
 
     assert_run_summary(out, proc.stdout, steps=4)
+    # transformers' save at the last step (--save_steps 500 is never reached), with the step's state
+    assert json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())["global_step"] == 4
 
-    # the trained policy is a plain causal LM that loads and generates
+    # the trained policy is a plain causal LM, trained, that loads and generates
+    assert_trained(out)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(out)
@@ -55,8 +62,12 @@ def test_conversational_prompts_with_system_prompt(tmp_path, chat_model, additio
                        [{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]}
                         for r in addition_rows])
     out = tmp_path / "out"
+    launcher, env, spy = spied(tmp_path)
     proc = run_script(SCRIPT, "--model_name_or_path", chat_model, "--dataset_name", data,
-                      "--system_prompt", "Add.", "--output_dir", out, *TINY, cwd=tmp_path)
+                      "--system_prompt", "Add.", "--output_dir", out, *TINY, cwd=tmp_path, launcher=launcher, env=env)
+    # TRL's GRPOConfig turns activation (gradient) checkpointing on by default, on the policy (TRL switches it off
+    # and on again around each step's no-grad forward passes, so it is enabled more than once)
+    assert set(spied_calls(spy, "activation_checkpointing_enable")) == {"LlamaForCausalLM"}
     # another model with the tiny model's learning rate and completion length: the user is told
     assert "settings tuned for the bundled tiny model: --learning_rate 0.0003" in proc.stdout
     assert "--max_completion_length 4" in proc.stdout
@@ -91,15 +102,25 @@ def test_gsm8k_layout_with_prompt_column(tmp_path, addition_rows):
 def test_yaml_config_and_cli_override(tmp_path):
     out = tmp_path / "out"
     config = tmp_path / "recipe.yaml"
+    # `length` with a budget of 4 tokens scores completions of 2 tokens 1.0, others less: a second, different reward
     config.write_text(f"output_dir: {out}\nmax_steps: 6\nlearning_rate: 1.0e-4\nlogging_steps: 1\n"
-                      "eval_strategy: 'no'\nreward_funcs: [accuracy, overlong]\nreward_weights: [1.0, 0.5]\n")
-    run_script(SCRIPT, "--config", config, "--max_steps", 3, cwd=tmp_path)
+                      "eval_strategy: 'no'\nreward_funcs: [accuracy, length]\nreward_weights: [1.0, 0.5]\n"
+                      "gradient_checkpointing: false\n")
+    launcher, env, spy = spied(tmp_path)
+    run_script(SCRIPT, "--config", config, "--max_steps", 3, cwd=tmp_path, launcher=launcher, env=env)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 3  # the flag beat the YAML
     assert summary["training_args"]["learning_rate"] == 1e-4  # the YAML beat the default
-    assert summary["script_args"]["reward_funcs"] == ["accuracy", "overlong"]
-    assert summary["training_args"]["reward_weights"] == [1.0, 0.5]
-    assert "rewards/overlong/mean" in read_jsonl(out / "metrics.jsonl")[0]
+    assert summary["script_args"]["reward_funcs"] == ["accuracy", "length"]
+    assert spied_calls(spy, "activation_checkpointing_enable") == []  # off, under its deprecated name
+
+    # the weights are applied: the reward is 1.0 x accuracy + 0.5 x length, per completion and so per step
+    rows = read_jsonl(out / "completions.jsonl")
+    for m in read_jsonl(out / "metrics.jsonl"):
+        assert m["reward"] == pytest.approx(m["rewards/accuracy/mean"] + 0.5 * m["rewards/length/mean"])
+        step_rows = [r for r in rows if r["step"] == m["step"]]
+        assert m["reward"] == pytest.approx(sum(r["accuracy"] + 0.5 * r["length"] for r in step_rows) / len(step_rows))
+    assert {r["length"] for r in rows} != {1.0}  # the two rewards differ, so a swapped weight would show
 
 
 def test_lora_saves_an_adapter(tmp_path):
@@ -110,6 +131,7 @@ def test_lora_saves_an_adapter(tmp_path):
     assert not (out / "model.safetensors").exists()  # only the adapter, not a second copy of the model
     adapter = json.loads((out / "adapter_config.json").read_text())
     assert adapter["r"] == 4 and set(adapter["target_modules"]) == {"q_proj", "v_proj"}
+    assert_adapter_trained(out)
 
     from peft import AutoPeftModelForCausalLM
 
@@ -123,11 +145,18 @@ def test_user_reward_by_dotted_path(tmp_path):
         "    assert len(answer) == len(completions)\n"
         "    return [1.0 if len(c) <= 3 else 0.0 for c in completions]\n"
     )
+    # one .parquet file: a train split and no test split, so TRL's periodic eval (on by default) is turned off
+    import pandas as pd
+
+    pd.DataFrame(read_jsonl(ADDITION / "train.jsonl")).to_parquet(tmp_path / "addition.parquet")
     out = tmp_path / "out"
-    run_script(SCRIPT, "--reward_funcs", "accuracy", "my_rewards.short_answer", "--reward_weights", 1.0, 0.0,
-               "--output_dir", out, *TINY, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    proc = run_script(SCRIPT, "--dataset_name", tmp_path / "addition.parquet", "--reward_funcs", "accuracy",
+                      "my_rewards.short_answer", "--reward_weights", 1.0, 0.0, "--output_dir", out, "--max_steps", 4,
+                      "--logging_steps", 1, "--eval_steps", 2, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    assert f"no 'test' split in {tmp_path / 'addition.parquet'}: evaluation is off" in proc.stdout
     metrics = read_jsonl(out / "metrics.jsonl")
-    assert all("rewards/short_answer/mean" in m for m in metrics)
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]  # training logs only: no eval at steps 2 and 4
+    assert all("rewards/short_answer/mean" in m and not any(k.startswith("eval_") for k in m) for m in metrics)
     rows = read_jsonl(out / "completions.jsonl")
     assert all(r["short_answer"] == float(len(r["completion"]) <= 3) for r in rows)
     # weight 0 on short_answer: the total reward is the accuracy alone
@@ -142,24 +171,27 @@ def test_unknown_reward_is_a_clear_error(tmp_path):
 
 
 def test_default_run_learns(tmp_path):
-    """The default run, seeded: mean reward over the last 20% of logged steps beats the first 20%,
-    and held-out pass@1 on the test split improves.
+    """The default run, seeded: the mean reward over the last 20% of logged steps beats the first 20%, and held-out
+    pass@1 on the test split improves.
 
-    Measured (2 cores, seeds 1, 2, 3, 42): first 0.59-0.65 -> last 0.78-0.82, a rise of 0.14-0.21;
-    held-out pass@1 0.47 -> 0.57 and greedy accuracy 0.65 -> 0.90 at seed 42.
+    Margins: mean - 3 sd over 8 seeds (1-7, 42), measured by `python benchmarks/learning_seeds.py` with one thread,
+    as here (BENCHMARKS.md, "Does the default run learn?"): the rise 0.163 +- 0.029 (min 0.122), the last 20%
+    0.798 +- 0.014 (min 0.779), the pass@1 gain 0.157 +- 0.029 (min 0.100). Seed 42: rise 0.139, pass@1 0.469 -> 0.669.
+    The numbers are CPU numbers, so the run stays on CPU on a GPU machine too.
     """
     out = tmp_path / "out"
-    proc = run_script(SCRIPT, "--output_dir", out, "--seed", 42, "--eval_num_samples", 8, cwd=tmp_path)
+    proc = run_script(SCRIPT, "--output_dir", out, "--seed", 42, "--eval_num_samples", 8, "--use_cpu", "true",
+                      cwd=tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 300
-    assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.08
-    assert summary["reward_last_20pct"] >= 0.7
+    assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.07
+    assert summary["reward_last_20pct"] >= 0.75
 
     report = json.loads((out / "eval.json").read_text())
     assert report["source"] == "split 'test'" and report["num_prompts"] == 20 and report["num_samples"] == 8
     before, after = report["before"]["accuracy"], report["after"]["accuracy"]
     assert set(after) == {"mean_reward", "greedy_accuracy", "pass@1", "pass@8", "maj@8"}
-    assert after["pass@1"] > before["pass@1"]
+    assert after["pass@1"] - before["pass@1"] >= 0.06
     assert "pass@1" in proc.stdout and "before   after" in proc.stdout
 
 
@@ -189,28 +221,76 @@ def test_gpu_only_options_fail_early_on_cpu(tmp_path, flags, message):
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()  # nothing ran
 
 
-def test_no_signal_watchdog_warns_and_stops(tmp_path):
-    """A constant reward gives every completion the same reward: the watchdog warns, explains the zero
-    loss at beta=0, and --stop_on_no_signal ends the run early but cleanly."""
+@pytest.mark.parametrize("stop", [True, False], ids=["stop", "warn-only"])
+def test_no_signal_watchdog(tmp_path, stop):
+    """A constant reward gives every completion the same reward: the watchdog warns once, explains the zero loss at
+    beta=0, and with --stop_on_no_signal ends the run early but cleanly; without it the run goes on."""
     (tmp_path / "const.py").write_text("def one(completions, **kwargs):\n    return [1.0] * len(completions)\n")
     out = tmp_path / "out"
-    proc = run_script(SCRIPT, "--reward_funcs", "const.one", "--beta", 0, "--max_steps", 20, "--logging_steps", 1,
-                      "--eval_strategy", "no", "--no_signal_patience", 3, "--stop_on_no_signal",
-                      "--output_dir", out, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
-    assert "WARNING: no learning signal for 3 logging steps (step 3): frac_reward_zero_std" in proc.stdout
-    assert "--num_generations" in proc.stdout and "Stopping training (--stop_on_no_signal)" in proc.stdout
+    proc = run_script(SCRIPT, "--reward_funcs", "const.one", "--beta", 0, "--max_steps", 20 if stop else 6,
+                      "--logging_steps", 1, "--eval_strategy", "no", "--no_signal_patience", 3,
+                      *(["--stop_on_no_signal"] if stop else []), "--output_dir", out, cwd=tmp_path,
+                      env={"PYTHONPATH": str(tmp_path)})
+    assert proc.stdout.count("WARNING: no learning signal for 3 logging steps (step 3): frac_reward_zero_std") == 1
+    assert "--num_generations" in proc.stdout and ("Stopping training (--stop_on_no_signal)" in proc.stdout) is stop
     assert proc.stdout.count("NOTE: loss is 0 with beta=0") == 1
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["global_step"] == 3 and (out / "model.safetensors").exists()
+    assert summary["global_step"] == (3 if stop else 6) and (out / "model.safetensors").exists()
 
 
-def test_reference_modes(tmp_path):
+def test_sampling_epochs_and_a_named_test_split(tmp_path, addition_rows):
+    """--num_generations, --temperature, --num_train_epochs (with --max_steps -1), --dataset_test_split and
+    --eval_max_prompts each change what the run does."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "train.jsonl", addition_rows[:8])
+    write_jsonl(data / "validation.jsonl", addition_rows[70:])
     out = tmp_path / "out"
-    run_script(SCRIPT, "--reference_mode", "periodic", "--ref_model_sync_steps", 2, "--output_dir", out, *TINY,
-               cwd=tmp_path)
-    args = json.loads((out / "summary.json").read_text())["training_args"]
-    assert args["sync_ref_model"] is True and args["ref_model_mixup_alpha"] == 1.0 and args["ref_model_sync_steps"] == 2
-    # with LoRA there is no separate reference to move
+    run_script(SCRIPT, "--dataset_name", data, "--dataset_test_split", "validation", "--num_generations", 4,
+               "--per_device_train_batch_size", 8, "--max_steps", -1, "--num_train_epochs", 2, "--temperature", 0.05,
+               "--logging_steps", 1, "--eval_strategy", "no", "--eval_num_samples", 2, "--eval_max_prompts", 3,
+               "--output_dir", out, cwd=tmp_path)
+    # 8 prompts, 2 per step (8 completions / 4 generations), twice: 8 steps, each prompt once per epoch
+    assert json.loads((out / "summary.json").read_text())["global_step"] == 8
+    rows = read_jsonl(out / "completions.jsonl")
+    by_step = {step: [r for r in rows if r["step"] == step] for step in range(1, 9)}
+    assert all(len(step_rows) == 8 and len({r["prompt"] for r in step_rows}) == 2 for step_rows in by_step.values())
+    for epoch in (range(1, 5), range(5, 9)):
+        assert sorted(r["prompt"] for step in epoch for r in by_step[step][::4]) == sorted(
+            r["prompt"] for r in addition_rows[:8])
+    # temperature 0.05 is nearly greedy: the 4 completions of a prompt are (almost always) the same text
+    groups = [[r["completion"] for r in step_rows if r["prompt"] == p] for step_rows in by_step.values()
+              for p in {r["prompt"] for r in step_rows}]
+    assert sum(len(set(group)) == 1 for group in groups) >= 0.9 * len(groups)
+
+    report = json.loads((out / "eval.json").read_text())
+    assert report["source"] == "split 'validation'" and report["num_prompts"] == 3 and report["num_samples"] == 2
+    assert report["temperature"] == 0.05
+
+
+def test_reference_modes_move_the_reference(tmp_path):
+    """The logged KL to the reference shows which reference each mode keeps.
+
+    The reference moves at the end of step 2 (--ref_model_sync_steps 2). Until then the three runs are the same run
+    (same seed, one thread), and step 3 starts from the same policy and samples the same completions, so only the
+    reference differs when step 3's KL is measured: `periodic` copied the policy (KL about 0), `static` kept the
+    start (the largest KL), `ema` moved part of the way (ref <- 0.6 * policy + 0.4 * ref) and lies between.
+    """
+    kl = {}
+    for mode in ("static", "ema", "periodic"):
+        out = tmp_path / mode
+        run_script(SCRIPT, "--reference_mode", mode, "--ref_model_sync_steps", 2, "--output_dir", out,
+                   "--max_steps", 3, "--logging_steps", 1, "--eval_strategy", "no", "--save_strategy", "no",
+                   cwd=tmp_path)
+        kl[mode] = [m["kl"] for m in read_jsonl(out / "metrics.jsonl")]
+    assert kl["static"][:2] == kl["ema"][:2] == kl["periodic"][:2]  # the same run until the first sync
+    assert kl["static"][0] == pytest.approx(0, abs=1e-7) and kl["static"][1] > 1e-5  # step 1: policy == reference
+    assert kl["periodic"][2] < 1e-3 * kl["static"][2]
+    assert 0.1 * kl["static"][2] < kl["ema"][2] < 0.9 * kl["static"][2]
+
+
+def test_reference_mode_needs_a_separate_reference(tmp_path):
+    # with LoRA the reference is the base model with the adapter off: there is no separate reference to move
     proc = run_script(SCRIPT, "--reference_mode", "ema", "--use_peft", "--output_dir", tmp_path / "lora", cwd=tmp_path,
                       check=False)
     assert proc.returncode == 1 and "--reference_mode ema updates a separate reference model" in proc.stderr

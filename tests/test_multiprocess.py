@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, accelerate_ddp, free_port, read_jsonl, run_script
+from conftest import REPO, THREADS, accelerate_ddp, ddp_flags, free_port, read_jsonl, run_script
 
 # A reward that scores nothing and records which prompts each rank was given, one line per call.
 RANK_PROBE = '''
@@ -26,7 +26,7 @@ def test_grpo_two_processes(tmp_path):
     steps = 3
     proc = run_script("grpo_trl_example.py", "--output_dir", out, "--max_steps", steps, "--logging_steps", 1,
                       "--eval_strategy", "no", "--reward_funcs", "accuracy", "probe.rank_probe",
-                      "--reward_weights", 1.0, 0.0, cwd=tmp_path, launcher=accelerate_ddp(2),
+                      "--reward_weights", 1.0, 0.0, *ddp_flags(2), cwd=tmp_path, launcher=accelerate_ddp(2),
                       env={"PYTHONPATH": str(tmp_path), "PROBE_DIR": str(tmp_path)})
 
     summary = json.loads((out / "summary.json").read_text())
@@ -55,8 +55,8 @@ def test_grpo_two_machines(tmp_path):
     """
     out, port, steps = tmp_path / "out", free_port(), 2
     args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--eval_strategy", "no",
-            "--eval_num_samples", 2, "--eval_max_prompts", 6]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+            "--eval_num_samples", 2, "--eval_max_prompts", 6, *ddp_flags(2)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **THREADS}
     machines = []
     for rank in (0, 1):
         (tmp_path / f"machine{rank}").mkdir()

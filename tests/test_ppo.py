@@ -2,18 +2,17 @@
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
-from conftest import ADDITION, REPO, TINY_MODEL, accelerate_ddp, assert_run_summary, read_jsonl, run_script, write_jsonl
+from conftest import (ADDITION, REPO, TINY_MODEL, accelerate_ddp, assert_adapter_trained, assert_run_summary,
+                      assert_trained, ddp_flags, read_jsonl, run_script, spied, spied_calls, write_jsonl)
 
 from common import device_defaults
 from rewards import accuracy_reward, get_reward_funcs
 
 SCRIPT = "ppo_trl_example.py"
-# One thread per run: a 0.4M-parameter model gains nothing from a second one, and with anything else running on
-# a 2-core machine, two-thread runs get several times slower (measured: the learning test, 47 s alone, took 290 s).
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 TINY = ["--total_episodes", 64, "--per_device_train_batch_size", 16, "--num_mini_batches", 1]  # 4 PPO updates
 
 # A reward module that records what it was called with, next to the run (cwd).
@@ -25,6 +24,17 @@ def spy(completions, prompts, completion_ids, **kwargs):
         for i, completion in enumerate(completions):
             f.write(json.dumps({"prompt": prompts[i], "completion": completion, "completion_ids": completion_ids[i],
                                 **{k: v[i] for k, v in kwargs.items()}}) + "\\n")
+    return [float(len(c)) for c in completions]
+"""
+
+
+# A reward that scores nothing and records the prompts each process was given, one line per call.
+RANK_PROBE = """
+import json, os
+
+def rank_probe(completions, prompts, **kwargs):
+    with open(os.path.join(os.environ["PROBE_DIR"], f"rank{os.environ['RANK']}.jsonl"), "a") as f:
+        f.write(json.dumps(list(map(str, prompts))) + "\\n")
     return [0.0] * len(completions)
 """
 
@@ -44,11 +54,10 @@ def tiny_tokenizer():
 
 
 def check_train_logs(out, n_updates: int, names: list[str]) -> list[dict]:
-    """metrics.jsonl has one line per PPO update, and its `reward` is the score PPO maximised."""
+    """metrics.jsonl has one line per PPO update, with each reward's mean."""
     metrics = read_jsonl(out / "metrics.jsonl")
     assert [m["step"] for m in metrics] == list(range(1, n_updates + 1))
     for m in metrics:
-        assert m["reward"] == m["objective/scores"]
         assert all(f"rewards/{name}/mean" in m for name in names)
     return metrics
 
@@ -158,13 +167,38 @@ def test_bad_settings_stop_before_any_model_loads(flags, message, monkeypatch):
         ppo.main(*parse(*flags))
 
 
+def test_data_and_reward_model_mismatches_stop_before_any_model_loads(tmp_path, monkeypatch, addition_rows):
+    """Conversations for a tokenizer without a chat template, and a reward model that tokenizes differently from the
+    policy (PPOTrainer hands it the policy's ids), each stop with one sentence before a model loads."""
+    import model_zoo
+    import transformers
+
+    import ppo_trl_example as ppo
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded before the error")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_loading)
+    monkeypatch.setattr(transformers.AutoModelForSequenceClassification, "from_pretrained", no_loading)
+
+    chat = write_jsonl(tmp_path / "chat.jsonl", [{"prompt": [{"role": "user", "content": r["prompt"]}],
+                                                  "answer": r["answer"]} for r in addition_rows])
+    with pytest.raises(SystemExit, match="error: the prompts are conversations, but .*tiny-llama-addition's tokenizer "
+                                         "has no chat template"):
+        ppo.main(*parse("--dataset_name", chat))
+
+    qwen_rm = model_zoo.build_qwen2(tmp_path / "qwen-rm", reward_model=True)  # a byte-level BPE, not the policy's
+    with pytest.raises(SystemExit, match=f"error: the reward model {re.escape(str(qwen_rm))} has a different tokenizer"):
+        ppo.main(*parse("--reward_model_path", qwen_rm))
+
+
 # ---------------------------------------------------------------- end to end
 
 
 def test_default_task_outputs(tmp_path):
     out = tmp_path / "out"
     # TRL's sample tables after updates 1 and 3 score test prompts too; those scores must not leak into the logs
-    proc = run_script(SCRIPT, "--output_dir", out, *TINY, "--num_sample_generations", 2, cwd=tmp_path, env=ONE_THREAD)
+    proc = run_script(SCRIPT, "--output_dir", out, *TINY, "--num_sample_generations", 2, cwd=tmp_path)
     assert "model response" in proc.stdout
 
     metrics = check_train_logs(out, 4, ["accuracy"])
@@ -181,9 +215,12 @@ def test_default_task_outputs(tmp_path):
         step_rows = [r for r in rows if r["step"] == m["step"]]
         assert m["reward"] == pytest.approx(sum(r["accuracy"] for r in step_rows) / len(step_rows))
 
-    assert_run_summary(out, proc.stdout, steps=4)
+    assert_run_summary(out, proc.stdout, steps=4, bf16_on_gpu=False)  # PPO's precision is --dtype's
+    # 4 PPO epochs: after the first pass over a batch the policy has moved, so its ratio to the rollout policy is not 1
+    assert all(m["policy/approxkl_avg"] > 1e-6 for m in metrics)
 
-    # the saved policy is a plain causal LM (no policy/value wrapper), with a pad token that is not eos
+    # the saved policy is a plain causal LM (no policy/value wrapper), trained, with a pad token that is not eos
+    assert_trained(out)
     from safetensors import safe_open
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -205,21 +242,27 @@ def test_gsm8k_layout_columns_reach_the_rewards(tmp_path, addition_rows):
     (tmp_path / "spy_rewards.py").write_text(SPY_REWARDS)
     out = tmp_path / "out"
     run_script(SCRIPT, "--dataset_name", data, "--dataset_prompt_column", "question",
-               "--reward_funcs", "accuracy", "spy_rewards.spy", "--reward_weights", 1.0, 0.0,
-               "--output_dir", out, *TINY, cwd=tmp_path, env={**ONE_THREAD, "PYTHONPATH": str(tmp_path)})
+               "--reward_funcs", "accuracy", "spy_rewards.spy", "--reward_weights", 2.0, 0.5,
+               "--output_dir", out, *TINY, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
 
-    spied = read_jsonl(tmp_path / "spy.jsonl")
-    assert len(spied) == 4 * 16
-    for row in spied:
+    calls = read_jsonl(tmp_path / "spy.jsonl")
+    assert len(calls) == 4 * 16
+    for row in calls:
         assert row["answer"] == f"Add the digits.\n#### {answer_of(row['prompt'])}"  # this prompt's own answer
         assert isinstance(row["completion"], str) and row["completion_ids"]
 
     metrics = check_train_logs(out, 4, ["accuracy", "spy"])
-    assert all(m["rewards/spy/mean"] == 0.0 for m in metrics)
     rows = read_jsonl(out / "completions.jsonl")
     assert sum(r["accuracy"] for r in rows) > 0  # the starting policy is right ~2/3 of the time
     for row in rows:
         assert row["accuracy"] == accuracy_reward([row["completion"]], answer=[answer_of(row["prompt"])])[0]
+        assert row["spy"] == len(row["completion"])
+    # the weights are applied: PPO's score is 2 x accuracy + 0.5 x spy, per completion and so per update
+    for m in metrics:
+        assert m["objective/scores"] == pytest.approx(2 * m["rewards/accuracy/mean"] + 0.5 * m["rewards/spy/mean"])
+        step_rows = [r for r in rows if r["step"] == m["step"]]
+        assert m["reward"] == pytest.approx(sum(2 * r["accuracy"] + 0.5 * r["spy"] for r in step_rows) / 16)
+    assert len({r["spy"] for r in rows}) > 1  # the rewards vary, so a swapped weight would show
 
 
 def test_reward_model(tmp_path):
@@ -235,7 +278,7 @@ def test_reward_model(tmp_path):
 
     out = tmp_path / "out"
     proc = run_script(SCRIPT, "--reward_model_path", rm_dir, "--output_dir", out, *TINY,
-                      cwd=tmp_path, env=ONE_THREAD)
+                      cwd=tmp_path)
     assert f"scoring with the reward model {rm_dir}" in proc.stdout
     metrics = check_train_logs(out, 4, ["reward_model"])
     assert all(m["reward"] == pytest.approx(m["rewards/reward_model/mean"]) for m in metrics)
@@ -256,7 +299,7 @@ def test_reward_model(tmp_path):
 
 def test_reward_model_path_must_be_a_classifier(tmp_path):
     proc = run_script(SCRIPT, "--reward_model_path", TINY_MODEL, "--output_dir", tmp_path / "out",
-                      cwd=tmp_path, env=ONE_THREAD, check=False)
+                      cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert "is LlamaForCausalLM with" in proc.stderr and "a reward model is a sequence-classification model" in proc.stderr
     assert not (tmp_path / "out").exists()  # failed before training
@@ -265,12 +308,13 @@ def test_reward_model_path_must_be_a_classifier(tmp_path):
 def test_lora_saves_an_adapter(tmp_path):
     out = tmp_path / "out"
     run_script(SCRIPT, "--use_peft", "--lora_r", 4, "--lora_alpha", 8, "--lora_target_modules", "q_proj", "v_proj",
-               "--output_dir", out, *TINY, cwd=tmp_path, env=ONE_THREAD)
+               "--output_dir", out, *TINY, cwd=tmp_path)
     check_train_logs(out, 4, ["accuracy"])
     assert (out / "adapter_config.json").exists() and (out / "adapter_model.safetensors").exists()
     assert not (out / "model.safetensors").exists()  # only the adapter, not a second copy of the model
     adapter = json.loads((out / "adapter_config.json").read_text())
     assert adapter["r"] == 4 and set(adapter["target_modules"]) == {"q_proj", "v_proj"}
+    assert_adapter_trained(out)
 
     from peft import AutoPeftModelForCausalLM
     from transformers import AutoTokenizer
@@ -289,7 +333,7 @@ def test_conversational_prompts(tmp_path, chat_model, addition_rows):
     out = tmp_path / "out"
     run_script(SCRIPT, "--model_name_or_path", chat_model, "--dataset_name", data, "--system_prompt", "Add.",
                "--reward_funcs", "accuracy", "spy_rewards.spy", "--output_dir", out, *TINY,
-               cwd=tmp_path, env={**ONE_THREAD, "PYTHONPATH": str(tmp_path)})
+               cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
 
     for row in read_jsonl(tmp_path / "spy.jsonl"):
         system, user = row["prompt"]
@@ -304,15 +348,23 @@ def test_conversational_prompts(tmp_path, chat_model, addition_rows):
 
 
 def test_two_processes(tmp_path):
-    """`accelerate launch --config_file accelerate_configs/ddp.yaml` with 2 CPU processes (DDP over gloo): rewards
-    averaged over both, both processes' completions recorded, a plain policy saved, and the eval split between them."""
+    """`accelerate launch --config_file accelerate_configs/ddp.yaml` with 2 CPU processes (DDP over gloo): each process
+    gets its own prompts, rewards are averaged over both, both processes' completions are recorded, a plain policy is
+    saved, and the eval is split between them."""
+    (tmp_path / "probe.py").write_text(RANK_PROBE)
     out = tmp_path / "out"
     run_script(SCRIPT, "--output_dir", out, "--total_episodes", 64, "--per_device_train_batch_size", 16,
                "--num_mini_batches", 1, "--save_strategy", "steps", "--save_steps", 1, "--eval_num_samples", 2,
-               "--eval_max_prompts", 6, cwd=tmp_path, launcher=accelerate_ddp(2), env=ONE_THREAD)
+               "--eval_max_prompts", 6, "--reward_funcs", "accuracy", "probe.rank_probe", "--reward_weights", 1.0, 0.0,
+               *ddp_flags(2), cwd=tmp_path, launcher=accelerate_ddp(2),
+               env={"PYTHONPATH": str(tmp_path), "PROBE_DIR": str(tmp_path)})
     metrics = check_train_logs(out, 2, ["accuracy"])  # 64 episodes / (16 x 2 processes) = 2 updates
     rows = read_jsonl(out / "completions.jsonl")
     assert [sum(r["step"] == step for r in rows) for step in (1, 2)] == [32, 32]  # 16 from each process
+    # the ranks scored different prompts at each update: the data is split between them
+    # (calls of 16 prompts are training's; the held-out evaluation scores its 3 prompts per process too)
+    rank0, rank1 = ([c for c in read_jsonl(tmp_path / f"rank{r}.jsonl") if len(c) == 16] for r in (0, 1))
+    assert len(rank0) == len(rank1) == 2 and all(not set(p0) & set(p1) for p0, p1 in zip(rank0, rank1))
     for m in metrics:  # `reward` is TRL's mean over both processes; the per-reward mean and the rows must agree
         assert m["reward"] == pytest.approx(m["rewards/accuracy/mean"])
         assert m["reward"] == pytest.approx(sum(r["accuracy"] for r in rows if r["step"] == m["step"]) / 32)
@@ -326,23 +378,90 @@ def test_two_processes(tmp_path):
             assert not any(k.startswith(("module.", "policy.", "value_model.")) for k in f.keys())
 
 
-def test_default_run_learns(tmp_path):
-    """The no-argument run, seeded: mean reward over the last 20% of PPO updates beats the first 20%.
+def test_yaml_config_with_value_model_and_ppo_settings(tmp_path):
+    """A --config YAML (a flag beats it) with --value_model_path, --num_ppo_epochs, --response_length,
+    --missing_eos_penalty and --kl_coef, each checked in what the run did."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-    Measured on 2 cores, seeds 1, 2, 3, 42: first 0.69-0.75 -> last 0.87-0.91, a rise of 0.15-0.20
-    (0.16-0.20 with one thread, as here; 0.15-0.18 with two).
+    value_dir = tmp_path / "value-model"
+    AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(TINY_MODEL, num_labels=1)).save_pretrained(
+        value_dir)
+    AutoTokenizer.from_pretrained(TINY_MODEL).save_pretrained(value_dir)
+    out = tmp_path / "out"
+    config = tmp_path / "ppo.yaml"
+    config.write_text(f"output_dir: {out}\ntotal_episodes: 64\nper_device_train_batch_size: 16\nnum_mini_batches: 1\n"
+                      f"value_model_path: {value_dir}\nnum_ppo_epochs: 1\nresponse_length: 2\n"
+                      "missing_eos_penalty: 1.0\nkl_coef: 0.5\n")
+    launcher, env, spy = spied(tmp_path)
+    run_script(SCRIPT, "--config", config, "--kl_coef", 0.2, cwd=tmp_path, launcher=launcher, env=env)
+
+    assert spied_calls(spy, "AutoModelForSequenceClassification.from_pretrained") == [str(value_dir)]
+    metrics = check_train_logs(out, 4, ["accuracy"])
+    rows = read_jsonl(out / "completions.jsonl")
+    # --response_length 2: at most 2 tokens (one character each here); the tiny model's two-digit sums are cut short
+    assert all(len(r["completion"]) <= 2 for r in rows) and any(len(r["completion"]) == 2 for r in rows)
+    for m in metrics:
+        # --missing_eos_penalty 1.0: a completion that used its 2 tokens has no eos, and loses 1 from its score
+        step_rows = [r for r in rows if r["step"] == m["step"]]
+        expected = sum(r["accuracy"] - 1.0 * (len(r["completion"]) == 2) for r in step_rows) / len(step_rows)
+        assert m["objective/scores"] == pytest.approx(expected)
+        # --kl_coef 0.2 (the flag, not the YAML's 0.5): the non-score reward is -kl_coef x KL
+        assert m["objective/non_score_reward"] == pytest.approx(-0.2 * m["objective/kl"])
+        # --num_ppo_epochs 1 with one minibatch: the only pass is on the rollout policy itself, a ratio of 1
+        assert m["policy/approxkl_avg"] < 1e-9
+    assert json.loads((out / "summary.json").read_text())["training_args"]["kl_coef"] == 0.2
+
+
+def test_pad_token_equal_to_eos_and_the_held_out_split(tmp_path, addition_rows):
+    """A tokenizer whose pad token is its eos (PPOTrainer would cut every eos off as padding) gets a pad token of its
+    own; a dataset without a test split has a seeded 10% of train held out for the evaluation, and never trained on."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir = tmp_path / "pad-is-eos"
+    shutil.copytree(TINY_MODEL, model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL)
+    tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.save_pretrained(model_dir)
+    data = write_jsonl(tmp_path / "addition.jsonl", addition_rows)
+    out = tmp_path / "out"
+    run_script(SCRIPT, "--model_name_or_path", model_dir, "--dataset_name", data, "--eval_num_samples", 2,
+               "--output_dir", out, *TINY, cwd=tmp_path)
+
+    saved = AutoTokenizer.from_pretrained(out)
+    assert saved.pad_token == "<|pad|>" and saved.pad_token_id != saved.eos_token_id
+    assert AutoModelForCausalLM.from_pretrained(out).get_input_embeddings().num_embeddings == len(saved)
+    rows = read_jsonl(out / "completions.jsonl")
+    assert any(r["accuracy"] == 1.0 for r in rows)  # completions still end at eos and are scored
+
+    report = json.loads((out / "eval.json").read_text())
+    assert report["num_prompts"] == 8 and report["source"] == "8 prompts held out of 'train' (seed 42)"
+    from datasets import Dataset
+
+    held_out = Dataset.from_list(addition_rows).train_test_split(test_size=0.1, seed=42)["test"]["prompt"]
+    assert not {r["prompt"] for r in rows} & set(held_out)
+
+
+def test_default_run_learns(tmp_path):
+    """The no-argument run, seeded: the mean reward over the last 20% of PPO updates beats the first 20%, and held-out
+    pass@1 on the test split improves.
+
+    Margins: mean - 3 sd over 8 seeds (1-7, 42), measured by `python benchmarks/learning_seeds.py` with one thread,
+    as here (BENCHMARKS.md, "Does the default run learn?"): the rise 0.167 +- 0.026 (min 0.117), the last 20%
+    0.893 +- 0.014 (min 0.883), the pass@1 gain 0.314 +- 0.041 (min 0.238). Seed 42: rise 0.186, pass@1 0.475 -> 0.713.
+    The numbers are CPU numbers, so the run stays on CPU on a GPU machine too.
     """
     out = tmp_path / "out"
-    proc = run_script(SCRIPT, "--output_dir", out, "--seed", 42, "--eval_num_samples", 8, cwd=tmp_path, env=ONE_THREAD)
+    proc = run_script(SCRIPT, "--output_dir", out, "--seed", 42, "--eval_num_samples", 8, "--use_cpu", "true",
+                      cwd=tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 40
     assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.08
-    assert summary["reward_last_20pct"] >= 0.8
+    assert summary["reward_last_20pct"] >= 0.85
 
     # held-out evaluation on the test split, before and after training
     report = json.loads((out / "eval.json").read_text())
     assert report["source"] == "split 'test'" and report["num_samples"] == 8
-    assert report["after"]["accuracy"]["pass@1"] > report["before"]["accuracy"]["pass@1"]
+    assert report["after"]["accuracy"]["pass@1"] - report["before"]["accuracy"]["pass@1"] >= 0.19
     assert "before   after" in proc.stdout
 
 
@@ -359,6 +478,6 @@ def test_no_signal_watchdog(tmp_path):
     out = tmp_path / "out"
     proc = run_script(SCRIPT, "--reward_funcs", "const.one", "--total_episodes", 16 * 10, "--per_device_train_batch_size",
                       16, "--no_signal_patience", 3, "--stop_on_no_signal", "--output_dir", out, cwd=tmp_path,
-                      env={"PYTHONPATH": str(tmp_path), **ONE_THREAD})
+                      env={"PYTHONPATH": str(tmp_path)})
     assert "WARNING: no learning signal for 3 logging steps (step 3): the mean reward has stayed at 1" in proc.stdout
     assert json.loads((out / "summary.json").read_text())["global_step"] == 3

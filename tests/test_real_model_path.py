@@ -45,7 +45,7 @@ def spied_run(tmp_path, script: str, *args):
     (tmp_path / "spy.py").write_text(SPY)
     (tmp_path / "never.py").write_text(NONE_REWARD)
     proc = run_script(script, *args, "--output_dir", tmp_path / "out", cwd=tmp_path, launcher=[str(tmp_path / "spy.py")],
-                      env={"SPY_FILE": str(tmp_path / "spy.jsonl"), "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"})
+                      env={"SPY_FILE": str(tmp_path / "spy.jsonl"), "PYTHONPATH": str(tmp_path)})
     calls = read_jsonl(tmp_path / "spy.jsonl")
     train = {tuple(c["ids"]) for c in calls if not c["eval"]}
     held_out = {tuple(c["ids"]) for c in calls if c["eval"]}

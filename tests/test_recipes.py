@@ -58,7 +58,7 @@ def test_recipe_runs(path, stand_ins, tmp_path):
     recipe, algo = yaml.safe_load(path.read_text()), path.parent.name
     out = tmp_path / "out"
     run_script(f"{algo}_trl_example.py", "--config", path, *stand_in_flags(recipe, algo, stand_ins, out),
-               cwd=tmp_path, env={"OMP_NUM_THREADS": "1"}, timeout=400)
+               cwd=tmp_path, timeout=400)
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 2

@@ -9,25 +9,32 @@ import time
 
 import pytest
 
-from conftest import REPO, read_jsonl, run_script
+from conftest import REPO, THREADS, read_jsonl, run_script
+
+from common import read_jsonl_lenient
 
 
 def test_grpo_kill_and_resume(tmp_path):
     out = tmp_path / "out"
     steps = 60
     args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--save_steps", 10, "--eval_strategy", "no"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **THREADS}
     proc = subprocess.Popen([sys.executable, str(REPO / "grpo_trl_example.py"), *map(str, args)], cwd=tmp_path,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
-    while not (out / "checkpoint-10" / "trainer_state.json").exists():
-        assert proc.poll() is None and time.time() < deadline, "the run ended before its first checkpoint"
-        time.sleep(0.05)
-    time.sleep(0.2)  # let it log a few steps past the checkpoint, which the resumed run must replace
+
+    def logged_steps() -> list[int]:
+        return [r["step"] for r in read_jsonl_lenient(out / "metrics.jsonl")]
+
+    # Kill it once it has checkpointed step 10 and logged steps past it, which the resumed run must replace.
+    while not ((out / "checkpoint-10" / "trainer_state.json").exists() and max(logged_steps(), default=0) >= 12):
+        assert proc.poll() is None and time.time() < deadline, "the run ended before the kill"
+        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before_kill = read_jsonl(out / "metrics.jsonl")
-    assert max(r["step"] for r in before_kill) < steps and not (out / "summary.json").exists()
+    assert 12 <= max(r["step"] for r in before_kill) < steps and not (out / "summary.json").exists()
+    assert not (out / "checkpoint-60").exists()  # killed mid-run, not at the end
 
     run_script("grpo_trl_example.py", *args, "--resume_from_checkpoint", "last", cwd=tmp_path)
 
@@ -55,6 +62,8 @@ def test_resume_last_skips_a_checkpoint_cut_short(tmp_path):
     assert resolve_checkpoint("last", str(tmp_path)) == str(tmp_path / "checkpoint-10")
     assert resolve_checkpoint(str(tmp_path / "checkpoint-30"), str(tmp_path)) == str(tmp_path / "checkpoint-30")
     assert resolve_checkpoint(None, str(tmp_path)) is None
+    with pytest.raises(SystemExit, match="checkpoint-40: no such directory"):
+        resolve_checkpoint(str(tmp_path / "checkpoint-40"), str(tmp_path))
 
 
 def test_resume_last_ignores_directories_that_are_not_step_checkpoints(tmp_path):
@@ -67,3 +76,31 @@ def test_resume_last_ignores_directories_that_are_not_step_checkpoints(tmp_path)
     assert resolve_checkpoint("last", str(tmp_path)) == str(tmp_path / "checkpoint-40")
     with pytest.raises(SystemExit, match="no complete checkpoint in"):
         resolve_checkpoint("last", str(tmp_path / "empty"))
+
+
+def test_resume_from_a_checkpoint_path_repeats_the_steps_after_it(tmp_path):
+    """`--resume_from_checkpoint PATH` into a fresh output directory: the resumed steps are the original run's own
+    (the checkpoint holds the weights, optimizer, scheduler and RNG states), and only they are logged."""
+    first, resumed = tmp_path / "first", tmp_path / "resumed"
+    flags = ["--max_steps", 4, "--logging_steps", 1, "--save_steps", 2, "--eval_strategy", "no"]
+    run_script("grpo_trl_example.py", "--output_dir", first, *flags, cwd=tmp_path)
+    run_script("grpo_trl_example.py", "--output_dir", resumed, "--resume_from_checkpoint", first / "checkpoint-2",
+               *flags, cwd=tmp_path)
+    timing = {"step_time"}  # wall-clock seconds, the one key allowed to differ
+    original = [{k: v for k, v in m.items() if k not in timing} for m in read_jsonl(first / "metrics.jsonl")]
+    again = [{k: v for k, v in m.items() if k not in timing} for m in read_jsonl(resumed / "metrics.jsonl")]
+    assert [m["step"] for m in again] == [3, 4]
+    for resumed_step, original_step in zip(again, original[2:], strict=True):
+        assert resumed_step == pytest.approx(original_step)
+    assert json.loads((resumed / "summary.json").read_text())["global_step"] == 4
+
+
+@pytest.mark.parametrize("value, message", [
+    ("last", "error: --resume_from_checkpoint last: no complete checkpoint in"),
+    ("./checkpoint-7", "error: --resume_from_checkpoint ./checkpoint-7: no such directory"),
+])
+def test_resume_without_a_checkpoint_stops_before_loading(tmp_path, value, message):
+    proc = run_script("grpo_trl_example.py", "--resume_from_checkpoint", value, "--output_dir", tmp_path / "out",
+                      cwd=tmp_path, check=False)
+    assert proc.returncode == 1 and message in proc.stderr.strip().splitlines()[-1]
+    assert "Loading weights" not in proc.stderr and not (tmp_path / "out").exists()
