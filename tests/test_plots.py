@@ -1,0 +1,69 @@
+"""reward_curve.png and training_curves.png: each panel draws the logged series it names, point for point.
+
+The figures are caught at `savefig` and read back: axes titles, line labels and line data.
+"""
+
+import matplotlib.figure
+import pytest
+
+from common import plot_rewards, plot_training
+
+# Logs as the scripts record them in metrics.jsonl. GRPO: `kl`, `completions/mean_length`; PPO: `objective/kl`.
+# A reward that scored nothing at a step is logged as None there; eval logs carry only `eval_*` keys.
+GRPO_LOGS = [
+    {"step": 1, "reward": 0.5, "rewards/accuracy/mean": 0.5, "rewards/format/mean": 0.0, "kl": 0.0,
+     "completions/mean_length": 3.0},
+    {"step": 2, "reward": 0.75, "rewards/accuracy/mean": 0.75, "rewards/format/mean": None, "kl": 0.01,
+     "completions/mean_length": 2.5},
+    {"step": 2, "eval_reward": 0.6},
+    {"step": 3, "reward": 1.0, "rewards/accuracy/mean": 0.9, "rewards/format/mean": 0.1, "kl": 0.02,
+     "completions/mean_length": 2.0},
+]
+PPO_LOGS = [{"step": s, "reward": r, "rewards/accuracy/mean": r, "objective/kl": k}
+            for s, r, k in [(1, 0.7, 0.0), (2, 0.8, 0.3), (3, 0.9, 0.5)]]
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Every figure the plotting functions save, instead of writing it."""
+    saved = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda self, *args, **kwargs: saved.append(self))
+    return saved
+
+
+def series(history, key):
+    return [(h["step"], h[key]) for h in history if h.get(key) is not None]
+
+
+def drawn(ax) -> dict:
+    return {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in ax.get_lines()}
+
+
+@pytest.mark.parametrize("history, reward_keys, panels", [
+    (GRPO_LOGS, ["rewards/accuracy/mean", "rewards/format/mean"],
+     {"accuracy": ["rewards/accuracy/mean"], "format": ["rewards/format/mean"], "KL to the reference": ["kl"],
+      "completion length (tokens)": ["completions/mean_length"]}),
+    (PPO_LOGS, ["rewards/accuracy/mean"],  # PPO logs no completion length: no such panel
+     {"accuracy": ["rewards/accuracy/mean"], "KL to the reference": ["objective/kl"]}),
+], ids=["grpo", "ppo"])
+def test_training_curves_draw_each_logged_series(tmp_path, figures, history, reward_keys, panels):
+    train_logs = [h for h in history if "reward" in h]  # write_summary passes the training logs
+    plot_training(train_logs, reward_keys, tmp_path / "training_curves.png", "GRPO")
+    [fig] = figures
+    axes = [ax for ax in fig.axes if ax.get_lines()]
+    assert [ax.get_title() for ax in axes] == list(panels)
+    for ax, keys in zip(axes, panels.values()):
+        assert drawn(ax) == {key: series(train_logs, key) for key in keys}
+
+
+def test_reward_curve_draws_the_total_each_reward_and_the_eval_reward(tmp_path, figures):
+    keys = ["rewards/accuracy/mean", "rewards/format/mean"]
+    plot_rewards(GRPO_LOGS, keys, tmp_path / "reward_curve.png", "GRPO")
+    [fig] = figures
+    assert drawn(fig.axes[0]) == {key: series(GRPO_LOGS, key) for key in ["reward", *keys, "eval_reward"]}
+    assert series(GRPO_LOGS, "rewards/format/mean") == [(1, 0.0), (3, 0.1)]  # the step with None is left out
+
+
+def test_nothing_logged_draws_nothing(tmp_path, figures):
+    plot_training([], ["rewards/accuracy/mean"], tmp_path / "training_curves.png", "GRPO")
+    assert figures == [] and not (tmp_path / "training_curves.png").exists()
