@@ -234,7 +234,10 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # arrive as kwargs, and a column a reward needs but the data lacks stops the run here, before any model loads.
     # Reward models (--reward_model_name_or_path) score prompt + completion as text, in their own tokenizer.
     # The total reward is the weighted sum (`--reward_weights`, default all 1), reward models first.
-    reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.max_completion_length)
+    try:
+        reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.max_completion_length)
+    except ValueError as err:  # an unknown name, or a dotted path that does not import: one line, no traceback
+        raise SystemExit(f"error: {err}") from None
     for split in (train_dataset, eval_dataset):
         if split is not None:
             check_reward_columns(reward_funcs, split.column_names, script_args.dataset_name)

@@ -439,7 +439,10 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         check_reward_model(training_args.reward_model_path, "--reward_model_path", script_args.trust_remote_code)
         reward_funcs = []
     else:
-        reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.response_length)
+        try:
+            reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.response_length)
+        except ValueError as err:  # an unknown name, or a dotted path that does not import: one line, no traceback
+            raise SystemExit(f"error: {err}") from None
         if script_args.reward_weights is not None and len(script_args.reward_weights) != len(reward_funcs):
             raise SystemExit(
                 f"error: {len(script_args.reward_weights)} --reward_weights for {len(reward_funcs)} --reward_funcs"
