@@ -68,7 +68,7 @@ def main():
         for name, stat in [("mean", statistics.mean), ("sd", statistics.stdev), ("min", min), ("max", max)]:
             print(f"| {name:>5} | " + " | ".join(f"{stat([r[k] for r in rows]):13.3f}" for k in keys) + " |")
         floor = {k: statistics.mean([r[k] for r in rows]) - 3 * statistics.stdev([r[k] for r in rows]) for k in keys}
-        print(f"| m-3sd | " + " | ".join(f"{floor[k]:13.3f}" for k in keys) + " |")
+        print("| m-3sd | " + " | ".join(f"{floor[k]:13.3f}" for k in keys) + " |")
 
 
 if __name__ == "__main__":

@@ -82,15 +82,23 @@ def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = T
     assert summary["training_args"]["use_cpu"] is not gpu
     assert summary["training_args"]["bf16"] is (gpu and bf16_on_gpu and torch.cuda.is_bf16_supported())
 
-    # the reward means over the first and last 20% of logged steps, and each reward's last mean, from metrics.jsonl
+    assert_summary_means(out, stdout)
+    assert (out / "reward_curve.png").read_bytes()[:4] == (out / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def assert_summary_means(out: Path, stdout: str) -> dict:
+    """summary.json's reward means, recomputed from metrics.jsonl: the mean reward over the first and the last 20% of
+    the logged training steps (at least one step each), and each reward's mean at the last one. Returns the summary."""
+    summary = json.loads((out / "summary.json").read_text())
     logs = [m for m in read_jsonl(out / "metrics.jsonl") if "reward" in m]
     k = max(1, round(0.2 * len(logs)))
     assert summary["reward_first_20pct"] == pytest.approx(sum(m["reward"] for m in logs[:k]) / k)
     assert summary["reward_last_20pct"] == pytest.approx(sum(m["reward"] for m in logs[-k:]) / k)
-    assert summary["reward_per_func_last"] == {"rewards/accuracy/mean": logs[-1]["rewards/accuracy/mean"]}
+    assert summary["reward_per_func_last"] == {key: value for key, value in logs[-1].items()
+                                               if key.startswith("rewards/") and key.endswith("/mean")}
+    assert f"mean reward, first 20% of logged steps: {summary['reward_first_20pct']:.3f}" in stdout
     assert f"mean reward, last 20% of logged steps:  {summary['reward_last_20pct']:.3f}" in stdout
-
-    assert (out / "reward_curve.png").read_bytes()[:4] == (out / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
+    return summary
 
 
 def safetensors_weights(path: Path) -> dict:
