@@ -38,13 +38,27 @@ import logging
 import math
 import re
 import threading
+import time
 from collections.abc import Callable
 
 from math_verify import parse, verify
 from trl.rewards import get_repetition_penalty_reward, get_soft_overlong_punishment
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
-NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?")  # -3, 1,234, 3.50
+NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|-?\.\d+")  # -3, 1,234, 3.50, .4
+# The last-number fallback reads only a number standing on its own in prose (or a fraction a/b): not one inside a
+# word ("AZYUK2A"), a LaTeX expression ("\frac{1+\sqrt{5}}{2}", "x^2") or an interval ("[0,1)"). Sentence punctuation,
+# `$`, `=`, `*` and whitespace may touch it.
+STANDALONE_NUMBER = re.compile(
+    rf"(?<![\w.,{{}}\[\]()^_\\/|+-])(?:{NUMBER.pattern})(?:/(?:{NUMBER.pattern}))?(?![\w{{}}\[\]()^_\\/|+-]|[.,]\d)"
+)
+# A plain number, as a gold answer or a final answer may carry it: `$`, `%`, an exponent, and up to three unit words
+# after it ("18 dollars", "$1,000", "60 miles per hour", "50%", "1e3"). One number only: "18 or 19" is not a plain number, and a
+# variable or constant is not a unit ("5 x", "2 pi" go to math-verify).
+PLAIN_NUMBER = re.compile(
+    rf"[$€£]?\s*((?:{NUMBER.pattern})(?:[eE][-+]?\d+)?)\s*%?(?:\s+(?!(?:pi|sqrt|[a-zA-Z])\b)[a-zA-Z]+\.?){{0,3}}"
+)
+LATEX_TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")  # \text{ dollars} -> " dollars"
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 # trl.rewards.think_format_reward only checks <think>, so we check both blocks ourselves.
 THINK_ANSWER_FORMAT = re.compile(r"\s*<think>.*?</think>\s*<answer>(.*?)</answer>\s*", re.DOTALL)
@@ -139,12 +153,19 @@ def _last_boxed(text: str) -> str | None:
 
 def extract_answer(text: str) -> str | None:
     r"""Return the model's final answer: the last `<answer>`, else the last `\boxed{}`, else the
-    number after the last `####`, else the last number in the text; None if there is none.
+    number after the last `####`, else the last number that stands on its own; None if there is none.
+
+    The fallback (no marker at all) reads a number only where a reader would see one: a token of digits (with
+    thousands commas, a decimal part, a leading `.`, a sign, or as a fraction `a/b`) between spaces or sentence
+    punctuation. Digits inside a word (`AZYUK2A`), inside a LaTeX expression (`\frac{1+\sqrt{5}}{2}`, `x^2`) or
+    in an interval (`[0,1)`) are not an answer: a reward that credited them could be gamed by printing digits.
 
     >>> extract_answer("<think>2 + 2</think> <answer> 4 </answer>")
     '4'
     >>> extract_answer("Total: 1,234 apples, so 12.")
     '12'
+    >>> extract_answer("The probability is .4"), extract_answer("AZYUK2A"), extract_answer(r"$\frac{1+\sqrt{5}}{2}$")
+    ('.4', None, None)
     """
     if answers := ANSWER_TAG.findall(text):
         return answers[-1].strip()
@@ -152,18 +173,47 @@ def extract_answer(text: str) -> str | None:
         return boxed.strip()
     if "####" in text and (number := NUMBER.search(text.rsplit("####", 1)[1])):
         return number.group()
-    numbers = NUMBER.findall(text)
+    numbers = STANDALONE_NUMBER.findall(text)
     return numbers[-1] if numbers else None
 
 
 def _to_number(text: str) -> float | None:
-    """Return `text` as a float if it is a plain number ("$1,000", "3.50.", "**7**"), else None.
+    r"""Return `text` as a float if it is one plain number, with at most a currency sign, a `%` and a few unit
+    words ("$1,000", "3.50.", "**7**", "18 dollars", "\$18", "18\text{ cookies}"); else None.
 
     >>> _to_number("$1,000"), _to_number("-3.50."), _to_number("**7**"), _to_number("x + 1")
     (1000.0, -3.5, 7.0, None)
+    >>> _to_number("18 dollars"), _to_number(r"\$18"), _to_number(r"18\text{ cookies}"), _to_number("18 or 19")
+    (18.0, 18.0, 18.0, None)
     """
-    text = text.strip().strip("*$ ").rstrip(".")
-    return float(text.replace(",", "")) if NUMBER.fullmatch(text) else None
+    text = LATEX_TEXT.sub(r" \1", text).replace("\\$", "$").replace("\\%", "%")
+    text = text.strip().strip("*").strip()
+    match = PLAIN_NUMBER.fullmatch(text.rstrip("."))
+    return float(match.group(1).replace(",", "")) if match else None
+
+
+def final_answer(text: str) -> str | None:
+    """The final answer as a majority vote counts it (maj@k): `extract_answer`, with a plain number reduced to its
+    value, so that "18 dollars", "$18" and "18.00" are one vote.
+
+    >>> [final_answer(t) for t in ["<answer>18 dollars</answer>", r"\\boxed{$18.00}", "so 18", "no idea"]]
+    ['18.0', '18.0', '18.0', None]
+    """
+    answer = extract_answer(text)
+    number = _to_number(answer) if answer is not None else None
+    return str(number) if number is not None else answer
+
+
+# Seconds of math-verify one call of `accuracy` may spend before it scores its remaining symbolic answers 0, so that a
+# batch of pathological answers never stalls a training step for long. Plain numbers never touch math-verify.
+MATH_VERIFY_BUDGET = 10.0
+
+
+@functools.lru_cache(maxsize=65536)
+def _parse(text: str, timeout: int | None) -> tuple:
+    """math-verify's parse of `text` as one LaTeX expression, cached: a gold answer is parsed once per run, not once
+    per completion, and a completion repeated in a group once."""
+    return tuple(parse(f"${text}$", parsing_timeout=timeout))
 
 
 def _math_verify_timeouts() -> tuple[int | None, int | None]:
@@ -178,13 +228,14 @@ def _math_verify_timeouts() -> tuple[int | None, int | None]:
     return None, None
 
 
-@reward_spec(columns=[("answer", "solution")], correctness=True, final_answer=extract_answer)
+@reward_spec(columns=[("answer", "solution")], correctness=True, final_answer=final_answer)
 def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[float | None]:
     r"""1.0 if the completion's final answer (see `extract_answer`) equals the gold answer, else 0.0.
 
-    Numbers are compared numerically ("1,000" == "1000.0"); anything else goes through math-verify
-    (`\frac{1}{2}` == "0.5"). A GSM8K gold ("... #### 72") counts from its last `####`, and a gold with
-    `\boxed{}` counts from its last box.
+    Numbers are compared numerically ("1,000" == "1000.0", "18 dollars" == "18", ".5" == "0.5"); anything else goes
+    through math-verify (`\frac{1}{2}` == "0.5"), whose parses are cached and which gets at most
+    `MATH_VERIFY_BUDGET` seconds per call (answers left after that score 0, with a warning). A GSM8K gold
+    ("... #### 72") counts from its last `####`, and a gold with `\boxed{}` counts from its last box.
 
     Args:
         completions: Completions, as strings or message lists.
@@ -202,22 +253,33 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
     if golds is None:
         return [None] * len(completions)
     parse_timeout, verify_timeout = _math_verify_timeouts()
+    deadline, late = time.monotonic() + MATH_VERIFY_BUDGET, 0
     rewards = []
     for completion, gold in zip(completions, golds, strict=True):
         gold = "" if gold is None else str(gold).split("####")[-1].strip()
-        gold = _last_boxed(gold) or gold
-        # Wrap in $...$ so math-verify reads the whole string as one LaTeX expression.
-        gold_parsed = parse(f"${gold}$", parsing_timeout=parse_timeout) if gold else []
+        gold = (_last_boxed(gold) or gold).strip()
+        gold_number = _to_number(gold) if gold else None
+        # A plain-number gold needs no math-verify unless the answer is symbolic; anything else is parsed (cached).
+        gold_parsed = () if not gold or gold_number is not None else _parse(gold, parse_timeout)
         pred = extract_answer(completion_text(completion))
-        if not gold_parsed:
+        if gold_number is None and not gold_parsed:
             rewards.append(None)
         elif not pred or SPACED_NUMBERS.search(pred):
             rewards.append(0.0)
-        elif (pred_number := _to_number(pred)) is not None and (gold_number := _to_number(gold)) is not None:
+        elif (pred_number := _to_number(pred)) is not None and gold_number is not None:
             rewards.append(float(math.isclose(pred_number, gold_number, abs_tol=1e-6)))
+        elif time.monotonic() > deadline:  # the batch has had its math-verify time: the trainer waits no longer
+            late += 1
+            rewards.append(0.0)
         else:
-            pred_parsed = parse(f"${pred}$", parsing_timeout=parse_timeout)
-            rewards.append(float(verify(gold_parsed, pred_parsed, timeout_seconds=verify_timeout)))
+            gold_parsed = gold_parsed or _parse(gold, parse_timeout)
+            pred_parsed = _parse(pred, parse_timeout)
+            rewards.append(float(bool(gold_parsed) and bool(pred_parsed)
+                                 and verify(list(gold_parsed), list(pred_parsed), timeout_seconds=verify_timeout)))
+    if late:
+        logging.getLogger(__name__).warning(
+            "accuracy: %d of %d completions scored 0 unchecked: math-verify had used this call's %.0f s budget "
+            "(rewards.MATH_VERIFY_BUDGET)", late, len(completions), MATH_VERIFY_BUDGET)
     return rewards
 
 

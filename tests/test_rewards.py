@@ -297,3 +297,63 @@ def test_reward_declarations():
     def mine(completions, prompts, label, answer=None, *, level, trainer_state=None, **kwargs): ...
 
     assert CheckedReward("mine", mine).columns == ("label", "level")
+
+
+# Classes of real answers that accuracy once got wrong (issue 10); each case is ours, one per line, with the reason.
+@pytest.mark.parametrize("text, gold, expected", [
+    # a unit word (or a few) after the number: math-verify alone reads "18 dollars" as 18 * d * o * ...
+    ("<answer>18 dollars</answer>", "18", 1.0),
+    (r"\boxed{18 dollars}", "18", 1.0),
+    ("<answer>1,200 eggs</answer>", "1200", 1.0),
+    ("<answer>$15 per hour</answer>", "15", 1.0),
+    (r"\boxed{7\text{ cookies}}", "7", 1.0),
+    (r"\boxed{\$18.00}", "18", 1.0),
+    ("So there are 42 people.", "42", 1.0),
+    ("<answer>19 dollars</answer>", "18", 0.0),
+    ("<answer>5 x</answer>", "5", 0.0),  # a variable is not a unit: 5x is not 5
+    ("<answer>18 or 19 dollars</answer>", "18", 0.0),  # two numbers are two guesses
+    # a gold answer with whitespace around it, or inside its box
+    (r"\boxed{(1,2)}", "\\boxed{\n(1,2)\n}", 1.0),
+    ("<answer>42</answer>", "  42 \n", 1.0),
+    ("<answer>72</answer>", "He sold 72.\n####   72\n", 1.0),
+    # decimals written with a leading dot
+    ("The probability is .4", "0.4", 1.0),
+    ("The answer is .5", "5", 0.0),  # .5 is a half, not 5
+    ("<answer>-.25</answer>", "-0.25", 1.0),
+    ("so it is .75.", r"\frac{3}{4}", 1.0),
+    # the last-number fallback must not read digits that are not an answer
+    ("AZYUK2A", "2", 0.0),
+    (r"$\frac{1+\sqrt{5}}{2}$", "2", 0.0),
+    ("$-[0,1)$", "1", 0.0),
+    ("so the term is x^2", "2", 0.0),
+    ("I used model v3", "3", 0.0),
+    ("as shown in [1]", "1", 0.0),
+    ("it equals f(3)", "3", 0.0),
+    ("a 5-year-old", "5", 0.0),
+    ("The answer is 3/4", "0.75", 1.0),  # a fraction standing on its own is an answer
+    ("x = 3", "3", 1.0),
+])
+def test_accuracy_on_the_answers_models_write(fmt, text, gold, expected):
+    assert accuracy_reward(fmt([text]), answer=[gold]) == [expected]
+
+
+def test_majority_vote_counts_a_number_once_whatever_its_unit():
+    from evaluation import majority_answer
+    from rewards import final_answer
+
+    texts = ["<answer>18 dollars</answer>", "#### 17", r"\boxed{\$18.00}", "so 17"]
+    assert final_answer(texts[0]) == final_answer(texts[2]) == "18.0"
+    assert majority_answer(texts + ["It is 18."], final_answer) == 0  # 18 has 3 votes, 17 has 2
+
+
+def test_accuracy_stops_calling_math_verify_when_its_budget_is_spent(monkeypatch, caplog):
+    """Symbolic answers past the per-call budget score 0 unchecked, with one warning; plain numbers still count."""
+    import rewards
+
+    monkeypatch.setattr(rewards, "MATH_VERIFY_BUDGET", 0.0)  # spent before the first symbolic answer
+    completions = [r"\boxed{\frac{1}{2}}", "<answer>7</answer>", r"\boxed{\frac{2}{4}}"]
+    with caplog.at_level("WARNING", logger="rewards"):
+        assert accuracy_reward(completions, answer=["0.5", "7", "0.5"]) == [0.0, 1.0, 0.0]
+    assert "2 of 3 completions scored 0 unchecked" in caplog.text
+    monkeypatch.setattr(rewards, "MATH_VERIFY_BUDGET", 10.0)
+    assert accuracy_reward(completions, answer=["0.5", "7", "0.5"]) == [1.0, 1.0, 1.0]
