@@ -132,6 +132,11 @@ class GRPOScriptArguments(ScriptArguments):
         metadata={"help": f"Reward functions: {', '.join(reward_names())}, or a dotted path `module.function`. "
                   "Weight them with --reward_weights."},
     )
+    reward_options: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Options of the named rewards, as <reward>.<option>=<value>, e.g. overlong.buffer=0.5 "
+                          "repetition.ngram_size=4 code.timeout=5 (README, Rewards, lists each reward's options)."},
+    )
     reward_model_name_or_path: list[str] = field(
         default_factory=list,
         metadata={"help": "Reward models (sequence classifiers with one output), scored next to --reward_funcs: "
@@ -235,8 +240,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # Reward models (--reward_model_name_or_path) score prompt + completion as text, in their own tokenizer.
     # The total reward is the weighted sum (`--reward_weights`, default all 1), reward models first.
     try:
-        reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.max_completion_length)
-    except ValueError as err:  # an unknown name, or a dotted path that does not import: one line, no traceback
+        reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.max_completion_length,
+                                        script_args.reward_options)
+    except ValueError as err:  # an unknown name or option, or a dotted path that does not import: one line
         raise SystemExit(f"error: {err}") from None
     for split in (train_dataset, eval_dataset):
         if split is not None:

@@ -204,6 +204,11 @@ class PPOScriptArguments(ScriptArguments):
         metadata={"help": f"Reward functions: {', '.join(reward_names())}, or a dotted path `module.function`. "
                   "Weight them with --reward_weights. Not used when --reward_model_path is set."},
     )
+    reward_options: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Options of the named rewards, as <reward>.<option>=<value>, e.g. overlong.buffer=0.5 "
+                          "repetition.ngram_size=4 code.timeout=5 (README, Rewards, lists each reward's options)."},
+    )
     reward_weights: list[float] | None = field(
         default=None,
         metadata={"help": "One weight per reward function; the score is their weighted sum. Default: all 1."},
@@ -440,8 +445,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         reward_funcs = []
     else:
         try:
-            reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.response_length)
-        except ValueError as err:  # an unknown name, or a dotted path that does not import: one line, no traceback
+            reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.response_length,
+                                            script_args.reward_options)
+        except ValueError as err:  # an unknown name or option, or a dotted path that does not import: one line
             raise SystemExit(f"error: {err}") from None
         if script_args.reward_weights is not None and len(script_args.reward_weights) != len(reward_funcs):
             raise SystemExit(

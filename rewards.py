@@ -1,13 +1,7 @@
 """Reward functions for GRPO, and the registry that the training scripts pick them from by name.
 
-Rewards here (pass their names to `--reward_funcs`):
-    accuracy    1.0 if the final answer equals the gold `answer` (or `solution`) column, else 0.0
-    format      1.0 for exactly `<think>...</think><answer>...</answer>`, else 0.0
-    tag_count   0.25 per reasoning tag that appears exactly once (partial credit for `format`)
-    overlong    DAPO soft overlong punishment: 0, then down to -1.0 over the last quarter of the length budget
-    repetition  penalty in [-1.0, 0.0] for repeated token 3-grams
-    code        fraction of the row's `tests` asserts that pass after the completion's code, run in a sandbox
-    length      1.0 at half the completion budget in tokens, falling linearly to 0 at none and at the full budget
+Rewards here: `reward_names()` lists them, `reward_table()` describes each, with its options; pass names to
+`--reward_funcs` and options to `--reward_options <name>.<option>=<value>`.
 
 Every reward has the signature `(completions, **kwargs) -> list[float | None]`, one value per completion:
 - `completions` is a list of strings (standard format) or of message lists (conversational format);
@@ -28,7 +22,8 @@ To add your own reward, write it in your own module (next to your script or on P
     def my_reward(completions, **kwargs) -> list[float | None]:
         return [float(len(completion_text(c)) < 1000) for c in completions]
 
-and pass `--reward_funcs accuracy my_module.my_reward`, or add it to `REWARD_FUNCS` below.
+and pass `--reward_funcs accuracy my_module.my_reward`; or name it in this file with `@register(...)` (see
+`accuracy_reward`), the one place the scripts, the README table and the tests read a named reward from.
 """
 
 import functools
@@ -40,6 +35,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from math_verify import parse, verify
 from trl.rewards import get_repetition_penalty_reward, get_soft_overlong_punishment
@@ -109,6 +105,53 @@ def required_columns(reward_func) -> tuple:
         return ()
     return tuple(p.name for p in parameters if p.default is p.empty and p.name not in TRAINER_KWARGS
                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
+@dataclass(frozen=True)
+class NamedReward:
+    """A reward as `--reward_funcs <name>` picks it: everything the scripts, the docs and the tests know about it.
+
+    Declared once, with `@register(...)` on the reward (or on its factory). The README's reward table, the `--help`
+    list, `reward_names()`, `--reward_options` and the hacking-probe tests all read it from here.
+    """
+
+    name: str
+    summary: str  # one line, for the README table and --help
+    make: Callable  # the reward function, or with `factory` a function building it
+    factory: bool  # `make(max_completion_length=..., **options)` builds the reward
+    # A completion that games the reward, the dataset columns it is scored with, and the reward it must stay below.
+    probe: tuple[str, dict, float]
+
+    @property
+    def options(self) -> dict:
+        """The reward's options and their defaults: its factory's keyword arguments, `max_completion_length` aside."""
+        if not self.factory:
+            return {}
+        parameters = inspect.signature(self.make).parameters.values()
+        return {p.name: p.default for p in parameters if p.name != "max_completion_length" and p.default is not p.empty}
+
+    def build(self, max_completion_length: int, **options) -> Callable:
+        return self.make(max_completion_length=max_completion_length, **options) if self.factory else self.make
+
+
+REWARDS: dict[str, NamedReward] = {}
+
+
+def register(name: str, summary: str, probe: tuple[str, dict, float], factory: bool = False):
+    """Register a reward (or, with `factory=True`, a function that builds one) under `name`.
+
+    A factory takes the trainer's `max_completion_length` and keyword options with defaults, which become
+    `--reward_options <name>.<option>=<value>`. Declare the columns the reward reads and whether it is a
+    correctness reward with `@reward_spec` on the reward itself.
+    """
+
+    def add(make):
+        if name in REWARDS:
+            raise ValueError(f"a reward named {name!r} is already registered")
+        REWARDS[name] = NamedReward(name, summary, make, factory, probe)
+        return make
+
+    return add
 
 
 def completion_text(completion: str | list[dict[str, str]]) -> str:
@@ -207,13 +250,23 @@ def final_answer(text: str) -> str | None:
 # Seconds of math-verify one call of `accuracy` may spend before it scores its remaining symbolic answers 0, so that a
 # batch of pathological answers never stalls a training step for long. Plain numbers never touch math-verify.
 MATH_VERIFY_BUDGET = 10.0
+_PARSED: dict[str, tuple] = {}
 
 
-@functools.lru_cache(maxsize=65536)
 def _parse(text: str, timeout: int | None) -> tuple:
     """math-verify's parse of `text` as one LaTeX expression, cached: a gold answer is parsed once per run, not once
-    per completion, and a completion repeated in a group once."""
-    return tuple(parse(f"${text}$", parsing_timeout=timeout))
+    per completion, and a completion repeated in a group once. A parse cut off by its timeout caches as unparseable."""
+    if (parsed := _PARSED.get(text)) is None:
+        parsed = tuple(parse(f"${text}$", parsing_timeout=timeout))
+        if len(_PARSED) >= 65536:  # bounded: start afresh rather than grow with every unique completion
+            _PARSED.clear()
+        _PARSED[text] = parsed
+    return parsed
+
+
+def _within(timeout: int | None, deadline: float) -> int | None:
+    """A math-verify timeout (whole seconds, at least 1: it uses signal.alarm) that ends by `deadline`."""
+    return None if timeout is None else max(1, min(timeout, math.ceil(deadline - time.monotonic())))
 
 
 def _math_verify_timeouts() -> tuple[int | None, int | None]:
@@ -228,13 +281,18 @@ def _math_verify_timeouts() -> tuple[int | None, int | None]:
     return None, None
 
 
+@register("accuracy", "1 if the final answer (last `<answer>`, else last `\\boxed{}`, else `#### N`, else the last "
+          "standalone number) equals the `answer` (or `solution`) column: numbers (with units, `$`, `%`) compare as "
+          "numbers, other answers with math-verify; `None` (skipped) when there is no gold answer",
+          probe=("<think>easy</think><answer></answer> the answer is 7", {"answer": ["7"]}, 1.0))  # empty answer tag
 @reward_spec(columns=[("answer", "solution")], correctness=True, final_answer=final_answer)
 def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[float | None]:
     r"""1.0 if the completion's final answer (see `extract_answer`) equals the gold answer, else 0.0.
 
     Numbers are compared numerically ("1,000" == "1000.0", "18 dollars" == "18", ".5" == "0.5"); anything else goes
     through math-verify (`\frac{1}{2}` == "0.5"), whose parses are cached and which gets at most
-    `MATH_VERIFY_BUDGET` seconds per call (answers left after that score 0, with a warning). A GSM8K gold
+    `MATH_VERIFY_BUDGET` seconds per call, each parse and check timed to end by then (answers left after that score
+    0, with a warning; off the main thread math-verify cannot time out, and only the budget holds). A GSM8K gold
     ("... #### 72") counts from its last `####`, and a gold with `\boxed{}` counts from its last box.
 
     Args:
@@ -260,7 +318,7 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
         gold = (_last_boxed(gold) or gold).strip()
         gold_number = _to_number(gold) if gold else None
         # A plain-number gold needs no math-verify unless the answer is symbolic; anything else is parsed (cached).
-        gold_parsed = () if not gold or gold_number is not None else _parse(gold, parse_timeout)
+        gold_parsed = () if not gold or gold_number is not None else _parse(gold, _within(parse_timeout, deadline))
         pred = extract_answer(completion_text(completion))
         if gold_number is None and not gold_parsed:
             rewards.append(None)
@@ -272,10 +330,10 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
             late += 1
             rewards.append(0.0)
         else:
-            gold_parsed = gold_parsed or _parse(gold, parse_timeout)
-            pred_parsed = _parse(pred, parse_timeout)
-            rewards.append(float(bool(gold_parsed) and bool(pred_parsed)
-                                 and verify(list(gold_parsed), list(pred_parsed), timeout_seconds=verify_timeout)))
+            gold_parsed = gold_parsed or _parse(gold, _within(parse_timeout, deadline))
+            pred_parsed = _parse(pred, _within(parse_timeout, deadline))
+            rewards.append(float(bool(gold_parsed) and bool(pred_parsed) and verify(
+                list(gold_parsed), list(pred_parsed), timeout_seconds=_within(verify_timeout, deadline))))
     if late:
         logging.getLogger(__name__).warning(
             "accuracy: %d of %d completions scored 0 unchecked: math-verify had used this call's %.0f s budget "
@@ -283,6 +341,8 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
     return rewards
 
 
+@register("format", "1 for exactly `<think>…</think><answer>…</answer>`, else 0",
+          probe=("<think></think><answer> </answer>", {}, 1.0))  # the tags, with nothing in the answer
 def format_reward(completions, **kwargs) -> list[float]:
     """1.0 if the completion is `<think>...</think>` then a non-empty `<answer>...</answer>` and
     nothing else (whitespace aside), with each tag exactly once; else 0.0.
@@ -308,6 +368,8 @@ def format_reward(completions, **kwargs) -> list[float]:
     return rewards
 
 
+@register("tag_count", "0.25 per reasoning tag present exactly once: partial credit while the format is being learned",
+          probe=("<think><think></think></think><answer>1</answer><answer>2</answer>", {}, 0.5))  # tag spam
 def tag_count_reward(completions, **kwargs) -> list[float]:
     """0.25 for each of `<think>`, `</think>`, `<answer>`, `</answer>` that appears exactly once.
 
@@ -326,37 +388,48 @@ def tag_count_reward(completions, **kwargs) -> list[float]:
     return [0.25 * sum(completion_text(c).count(tag) == 1 for tag in TAGS) for c in completions]
 
 
-def get_overlong_reward(max_completion_length: int) -> Callable:
-    """Return TRL's DAPO soft overlong punishment, with the last quarter of the length budget as buffer.
+@register("overlong", "DAPO's soft overlong punishment (Eq. 13): 0, then down to -1 over the last `buffer` "
+          "(default a quarter) of `max_completion_length`",
+          probe=("x", {"completion_ids": [[7] * 64]}, 0.0), factory=True)  # runs to the length limit
+def get_overlong_reward(max_completion_length: int, buffer: float = 0.25) -> Callable:
+    """Return TRL's DAPO soft overlong punishment, with the last `buffer` of the length budget as its buffer.
 
     Args:
         max_completion_length: The trainer's max completion length in tokens (L_max).
+        buffer: The fraction of L_max over which the punishment grows (DAPO's L_cache / L_max).
 
     Returns:
-        A reward that reads `completion_ids`: 0.0 up to 3/4 of L_max, then linear down to -1.0 at L_max.
+        A reward that reads `completion_ids`: 0.0 up to (1 - buffer) L_max, then linear down to -1.0 at L_max.
 
     >>> get_overlong_reward(max_completion_length=8)(completion_ids=[[1] * 6, [1] * 7, [1] * 9])
     [0.0, -0.5, -1.0]
+    >>> get_overlong_reward(max_completion_length=8, buffer=0.5)(completion_ids=[[1] * 4, [1] * 6])
+    [0.0, -0.5]
     """
     # DAPO (arXiv 2503.14476) Eq. 13: 0 up to L_max - L_cache, then (L_max - L_cache - |y|) / L_cache; -1 past L_max
-    cache = max(1, max_completion_length // 4)
+    cache = max(1, round(max_completion_length * buffer))
     return get_soft_overlong_punishment(max_completion_len=max_completion_length, soft_punish_cache=cache)
 
 
-def get_repetition_reward(max_completion_length: int) -> Callable:
-    """Return TRL's n-gram repetition penalty over `completion_ids` (3-grams, down to -1.0).
+@register("repetition", "the fraction of repeated token n-grams (of `ngram_size` tokens) times `max_penalty`: 0 for "
+          "no repeat, down to `max_penalty` for one n-gram looped",
+          probe=("7 7 7 7", {"completion_ids": [[7, 8, 9] * 20]}, 0.0), factory=True)  # a loop of the same tokens
+def get_repetition_reward(max_completion_length: int, ngram_size: int = 3, max_penalty: float = -1.0) -> Callable:
+    """Return TRL's n-gram repetition penalty over `completion_ids`.
 
     Args:
         max_completion_length: Unused; every factory takes the same settings.
+        ngram_size: n, the length of the token n-grams compared.
+        max_penalty: The reward of a completion that is one n-gram repeated.
 
     Returns:
-        A reward that reads `completion_ids`: -(1 - unique 3-grams / all 3-grams).
+        A reward that reads `completion_ids`: (1 - unique n-grams / all n-grams) * max_penalty.
 
     >>> get_repetition_reward(max_completion_length=8)(completion_ids=[[1, 2, 3, 4], [5] * 6])
     [0.0, -0.75]
     """
     # "Demystifying Long CoT" (arXiv 2502.03373) Appendix C.2: (1 - #unique n-grams / #n-grams) * max_penalty.
-    return get_repetition_penalty_reward(ngram_size=3, max_penalty=-1.0)
+    return get_repetition_penalty_reward(ngram_size=ngram_size, max_penalty=max_penalty)
 
 
 def length_reward(completion_ids, max_completion_length: int, **kwargs) -> list[float]:
@@ -365,6 +438,9 @@ def length_reward(completion_ids, max_completion_length: int, **kwargs) -> list[
     return [max(0.0, 1.0 - abs(len(ids) - target) / target) for ids in completion_ids]
 
 
+@register("length", "1 at half of `max_completion_length` tokens, down to 0 at none and at the full budget: TRL's "
+          "GRPO quickstart reward for TL;DR summaries, relative to the budget",
+          probe=("", {"completion_ids": [[]]}, 0.1), factory=True)  # says nothing at all
 def get_length_reward(max_completion_length: int) -> Callable:
     """Return a reward for completions of about half the completion budget, in tokens.
 
@@ -383,17 +459,75 @@ def get_length_reward(max_completion_length: int) -> Callable:
     return functools.partial(length_reward, max_completion_length=max_completion_length)  # a partial pickles
 
 
-# The registry: plain rewards, and factories that build a reward from the trainer's settings.
-REWARD_FUNCS: dict[str, Callable] = {
-    "accuracy": accuracy_reward,
-    "format": format_reward,
-    "tag_count": tag_count_reward,
-}
-REWARD_FACTORIES: dict[str, Callable[..., Callable]] = {
-    "overlong": get_overlong_reward,
-    "repetition": get_repetition_reward,
-    "length": get_length_reward,
-}
+THINK_END = "</think>"
+SOFT_FORMAT = re.compile(r"<think>.*?</think>\s*<answer>(.*?)</answer>", re.DOTALL)
+
+
+@register("reasoning_accuracy", "`accuracy` on what follows the last `</think>` only: an answer inside the reasoning, "
+          "or reasoning that never ends, scores 0",
+          probe=("<think>it is 7</think> I am not sure.", {"answer": ["7"]}, 1.0))  # the answer only in the reasoning
+@reward_spec(columns=[("answer", "solution")], correctness=True, final_answer=final_answer)
+def reasoning_accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[float | None]:
+    """`accuracy_reward` graded on the text after the last `</think>`, as TRL's `reasoning_accuracy_reward` (which
+    grades only LaTeX answers) does: a model that states the answer while thinking and never concludes gets 0.
+
+    >>> reasoning_accuracy_reward(["<think>7?</think> It is 7.", "<think>It is 7", "7"], answer=["7"] * 3)
+    [1.0, 0.0, 0.0]
+    """
+    texts = [completion_text(c) for c in completions]
+    finals = [t.rsplit(THINK_END, 1)[1] if THINK_END in t else "" for t in texts]
+    rewards = accuracy_reward(finals, answer=answer, solution=solution)
+    return [None if r is None else (r if THINK_END in t else 0.0) for r, t in zip(rewards, texts)]
+
+
+@register("cosine", "`accuracy` scaled by length on a cosine schedule (Yeo et al. 2025, as open-r1 and TRL): right and "
+          "short earns most (up to `max_value_correct`), wrong and short loses most (down to `min_value_wrong`)",
+          probe=("<answer>8</answer>", {"answer": ["7"], "completion_ids": [[1] * 2]}, 0.0), factory=True)  # short, wrong
+def get_cosine_reward(max_completion_length: int, min_value_wrong: float = -1.0, max_value_wrong: float = -0.5,
+                      min_value_correct: float = 0.5, max_value_correct: float = 1.0) -> Callable:
+    """Return the cosine length-scaled accuracy of "Demystifying Long Chain-of-Thought Reasoning" (Yeo et al. 2025,
+    arXiv 2502.03373, Appendix C.1), with our `accuracy` deciding right from wrong (TRL's `get_cosine_scaled_reward`
+    uses its LaTeX-only accuracy) and the length in tokens against `max_completion_length`.
+
+    >>> cosine = get_cosine_reward(max_completion_length=100)
+    >>> cosine(["<answer>7</answer>", "<answer>8</answer>"], answer=["7", "7"], completion_ids=[[1] * 50] * 2)
+    [0.75, -0.75]
+    """
+    return reward_spec(columns=[("answer", "solution")])(functools.partial(
+        cosine_reward, max_len=max_completion_length, wrong=(max_value_wrong, min_value_wrong),
+        correct=(min_value_correct, max_value_correct)))
+
+
+def cosine_reward(completions, completion_ids, max_len: int, wrong: tuple, correct: tuple, answer=None, solution=None,
+                  **kwargs) -> list[float | None]:
+    """See `get_cosine_reward`: v_min + (v_max - v_min) (1 + cos(pi min(n / L, 1))) / 2, (v_min, v_max) by correctness."""
+    rewards = []
+    for right, ids in zip(accuracy_reward(completions, answer=answer, solution=solution), completion_ids, strict=True):
+        if right is None:
+            rewards.append(None)
+            continue
+        low, high = correct if right == 1.0 else wrong
+        rewards.append(low + 0.5 * (high - low) * (1.0 + math.cos(math.pi * min(len(ids) / max_len, 1.0))))
+    return rewards
+
+
+@register("soft_format", "0.5 for a `<think>…</think>` block, 1 when a non-empty `<answer>…</answer>` follows it; "
+          "text around them is allowed: the partial-credit `format`",
+          probe=("<think></think><answer> </answer>", {}, 1.0))  # the tags, with nothing in the answer
+def soft_format_reward(completions, **kwargs) -> list[float]:
+    """A lenient `format`: 0.5 for a reasoning block, 1.0 when a non-empty answer block follows it, whatever text
+    surrounds them (a greeting, a closing line), so a model gets credit on its way to the strict format.
+
+    >>> soft_format_reward(["Sure! <think>a</think> <answer>4</answer> Done.", "<think>a</think> 4", "4"])
+    [1.0, 0.5, 0.0]
+    """
+    rewards = []
+    for completion in completions:
+        text = completion_text(completion)
+        match = SOFT_FORMAT.search(text)
+        rewards.append(1.0 if match and match.group(1).strip() else 0.5 if re.search(r"<think>.*?</think>", text,
+                                                                                     re.DOTALL) else 0.0)
+    return rewards
 
 
 class RewardError(Exception):
@@ -459,21 +593,57 @@ class CheckedReward:
 
 
 def reward_names() -> list[str]:
-    """Return the sorted names of all registered rewards.
+    """Return the sorted names of all registered rewards (`REWARDS`).
 
-    >>> reward_names()
-    ['accuracy', 'code', 'format', 'length', 'overlong', 'repetition', 'tag_count']
+    >>> reward_names() == sorted(REWARDS) and "accuracy" in reward_names()
+    True
     """
-    return sorted(REWARD_FUNCS | REWARD_FACTORIES)
+    return sorted(REWARDS)
 
 
-def get_reward_funcs(names: list[str], max_completion_length: int) -> list[Callable]:
+def reward_table() -> str:
+    """The README's table of named rewards, one row per registered reward, with its options and their defaults."""
+    rows = ["| name | reward | options (`--reward_options name.option=value`) |", "|---|---|---|"]
+    for name in reward_names():
+        options = ", ".join(f"`{k}={v}`" for k, v in REWARDS[name].options.items())
+        rows.append(f"| `{name}` | {REWARDS[name].summary} | {options} |")
+    return "\n".join(rows)
+
+
+def parse_reward_options(options: list[str] | None, names: list[str]) -> dict[str, dict]:
+    """`--reward_options overlong.buffer=0.5 repetition.ngram_size=4` as {reward: {option: value}}, each value
+    cast to its default's type; an unknown reward or option, or a reward not in `names`, is a ValueError.
+
+    >>> parse_reward_options(["overlong.buffer=0.5", "repetition.ngram_size=4"], ["overlong", "repetition"])
+    {'overlong': {'buffer': 0.5}, 'repetition': {'ngram_size': 4}}
+    """
+    parsed: dict[str, dict] = {}
+    for option in options or []:
+        key, sep, value = option.partition("=")
+        name, _, attr = key.strip().partition(".")
+        if not sep or not attr:
+            raise ValueError(f"reward option {option!r}: write it as <reward>.<option>=<value>, e.g. overlong.buffer=0.5")
+        if name not in names:
+            raise ValueError(f"reward option {option!r}: {name!r} is not one of the rewards in use ({', '.join(names)})")
+        known = REWARDS[name].options if name in REWARDS else {}
+        if attr not in known:
+            choices = ", ".join(f"{k} (default {v})" for k, v in known.items()) or "none"
+            raise ValueError(f"reward option {option!r}: '{name}' has no option {attr!r}; its options: {choices}")
+        try:
+            parsed.setdefault(name, {})[attr] = type(known[attr])(value.strip())
+        except ValueError:
+            raise ValueError(f"reward option {option!r}: {value!r} is not a {type(known[attr]).__name__}") from None
+    return parsed
+
+
+def get_reward_funcs(names: list[str], max_completion_length: int, options: list[str] | None = None) -> list[Callable]:
     """Resolve reward names to reward functions.
 
     Args:
         names: Registry names (see `reward_names()`) or dotted paths `package.module.function`
             to your own rewards; the module must be importable (on PYTHONPATH or next to your script).
-        max_completion_length: Passed to the rewards in `REWARD_FACTORIES`.
+        max_completion_length: Passed to the rewards registered with a factory.
+        options: `--reward_options`, `<reward>.<option>=<value>` for the rewards registered with options.
 
     Returns:
         The reward functions, in order, each a `CheckedReward` (async ones excepted). Registered ones
@@ -482,12 +652,11 @@ def get_reward_funcs(names: list[str], max_completion_length: int) -> list[Calla
     >>> [f.__name__ for f in get_reward_funcs(["accuracy", "overlong"], max_completion_length=256)]
     ['accuracy', 'overlong']
     """
+    parsed_options = parse_reward_options(options, names)
     funcs = []
     for name in names:
-        if name in REWARD_FUNCS:
-            funcs.append(CheckedReward(name, REWARD_FUNCS[name]))
-        elif name in REWARD_FACTORIES:
-            reward_func = REWARD_FACTORIES[name](max_completion_length=max_completion_length)
+        if name in REWARDS:
+            reward_func = REWARDS[name].build(max_completion_length, **parsed_options.get(name, {}))
             funcs.append(CheckedReward(name, reward_func))
         elif "." in name:
             module_name, _, attr = name.rpartition(".")
@@ -514,7 +683,7 @@ def get_reward_funcs(names: list[str], max_completion_length: int) -> list[Calla
 
 
 @reward_spec(columns=["tests"], correctness=True)
-def code_reward(completions, tests=None, **kwargs) -> list[float | None]:
+def code_reward(completions, tests=None, limits=None, **kwargs) -> list[float | None]:
     """The fraction of the row's asserts that pass when run after the completion's code, in a sandbox.
 
     The code is the last ```python block of the completion, else its last fenced block, else the whole text.
@@ -527,6 +696,7 @@ def code_reward(completions, tests=None, **kwargs) -> list[float | None]:
     Args:
         completions: Completions, as strings or message lists.
         tests: Asserts, from the dataset column `tests`: per row a string with one assert per line, or a list.
+        limits: The sandbox's `code_sandbox.Limits`; default `code_sandbox.LIMITS`.
 
     Returns:
         One reward in [0, 1] per completion; None where the row has no tests.
@@ -542,11 +712,23 @@ def code_reward(completions, tests=None, **kwargs) -> list[float | None]:
         return [None] * len(completions)
     rows = [(i, split_tests(row_tests)) for i, (_, row_tests) in enumerate(zip(completions, tests, strict=True))]
     rows = [(i, asserts) for i, asserts in rows if asserts]
-    scores = run_many([(extract_code(completion_text(completions[i])), asserts) for i, asserts in rows])
+    scores = run_many([(extract_code(completion_text(completions[i])), asserts) for i, asserts in rows], limits=limits)
     rewards: list[float | None] = [None] * len(completions)
     for (i, _), score in zip(rows, scores, strict=True):
         rewards[i] = score
     return rewards
 
 
-REWARD_FUNCS["code"] = code_reward
+@register("code", "the fraction of the row's `tests` asserts that pass when run after the completion's code, in a "
+          "sandbox ([below](#code-a-sandboxed-reward)); `None` (skipped) when the row has no tests",
+          probe=("import sys\nsys.exit(0)", {"tests": ["assert add(1, 2) == 3"]}, 1.0),  # exits before the asserts
+          factory=True)
+def get_code_reward(max_completion_length: int, timeout: float = 10.0) -> Callable:
+    """Return `code_reward` with a wall-clock `timeout` in seconds per completion (CPU time: the same, rounded up)."""
+    from dataclasses import replace
+
+    import code_sandbox
+
+    limits = replace(code_sandbox.LIMITS, timeout=timeout, cpu=math.ceil(timeout))
+    reward = functools.partial(code_reward, limits=limits)  # a partial pickles
+    return reward_spec(columns=["tests"], correctness=True)(reward)

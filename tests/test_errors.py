@@ -106,6 +106,8 @@ def test_missing_gold_column_stops_before_any_model_loads(tmp_path, addition_row
     (["--reward_model_name_or_path", "./no-such-rm"], "error: --reward_model_name_or_path ./no-such-rm: no such dir"),
     (["--reward_weights", 1.0, 2.0], "error: 2 --reward_weights for 1 rewards (reward models first"),
     (["--dataset_answer_column", "gold"], "error: --dataset_answer_column gold: no such column in split 'train'"),
+    (["--reward_funcs", "accuracy", "overlong", "--reward_options", "overlong.bufer=0.5"],
+     "error: reward option 'overlong.bufer=0.5': 'overlong' has no option 'bufer'; its options: buffer (default 0.25)"),
 ])
 def test_options_that_cannot_work_stop_early(tmp_path, flags, message):
     assert message in fails_early(tmp_path, *flags)

@@ -40,7 +40,7 @@ ACTS = {
         output_dir pad_to_multiple_of parallelism_config per_device_eval_batch_size
         per_device_train_batch_size project push_to_hub ref_model_mixup_alpha ref_model_sync_steps
         reference_mode repetition_penalty report_to restore_callback_states_from_checkpoint
-        resume_from_checkpoint reward_funcs reward_model_name_or_path reward_weights router_aux_loss_coef
+        resume_from_checkpoint reward_funcs reward_model_name_or_path reward_options reward_weights router_aux_loss_coef
         run_name sapo_temperature_neg sapo_temperature_pos save_on_each_node save_only_model save_steps
         save_strategy save_total_limit scale_rewards seed shuffle_dataset skip_memory_metrics
         steps_per_generation stop_on_no_signal system_prompt temperature tf32 top_entropy_quantile top_k
@@ -68,7 +68,7 @@ ACTS = {
         model_name_or_path model_revision no_signal_patience num_mini_batches num_ppo_epochs
         num_sample_generations optim optim_args optim_target_modules output_dir per_device_eval_batch_size
         per_device_train_batch_size project push_to_hub report_to response_length resume_from_checkpoint
-        reward_funcs reward_model_path reward_weights run_name save_on_each_node save_only_model save_steps
+        reward_funcs reward_model_path reward_options reward_weights run_name save_on_each_node save_only_model save_steps
         save_strategy save_total_limit seed sft_model_path stop_on_no_signal stop_token stop_token_id
         system_prompt temperature tf32 total_episodes trackio_bucket_id trackio_space_id
         trackio_static_space_id trust_remote_code use_cpu use_dora use_peft use_rslora value_model_path

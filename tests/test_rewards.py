@@ -1,11 +1,11 @@
 import pickle
+import re
 import threading
 
 import pytest
 
 from rewards import (
-    REWARD_FACTORIES,
-    REWARD_FUNCS,
+    REWARDS,
     CheckedReward,
     RewardError,
     accuracy_reward,
@@ -14,6 +14,7 @@ from rewards import (
     format_reward,
     get_reward_funcs,
     reward_names,
+    reward_table,
     tag_count_reward,
 )
 
@@ -173,18 +174,45 @@ def test_repetition(fmt):
 
 
 def test_registry_names_and_pickling():
-    assert reward_names() == sorted([*REWARD_FUNCS, *REWARD_FACTORIES])
     funcs = get_reward_funcs(reward_names(), max_completion_length=16)
-    assert [f.__name__ for f in funcs] == reward_names()
-    for func in funcs:
-        restored = pickle.loads(pickle.dumps(func))
-        assert restored.__name__ == func.__name__
+    assert [f.__name__ for f in funcs] == reward_names() == sorted(REWARDS)
     completions, ids = ["<think>a</think><answer>4</answer>"], [[1, 2, 3]]
-    expected = {"accuracy": [1.0], "code": [None], "format": [1.0], "length": [0.375], "overlong": [0.0], "repetition": [0.0],
-                "tag_count": [1.0]}  # code: no `tests` column
-    assert sorted(expected) == reward_names(), "add the new reward's expected value here"
-    rewards = {f.__name__: f(completions=completions, completion_ids=ids, answer=["4"]) for f in funcs}
-    assert rewards == expected
+    for func in funcs:
+        restored = pickle.loads(pickle.dumps(func))  # the trainers may send rewards to other processes
+        assert restored.__name__ == func.__name__
+        # every reward scores a well-formed right answer, given every column a reward here reads
+        [reward] = restored(completions=completions, completion_ids=ids, answer=["4"])
+        assert reward is None or isinstance(reward, float), func.__name__
+    scored = {f.__name__: f(completions=completions, completion_ids=ids, answer=["4"])[0] for f in funcs}
+    assert scored["accuracy"] == scored["reasoning_accuracy"] == scored["format"] == scored["soft_format"] == 1.0
+    assert scored["code"] is None  # no `tests` column
+
+
+def test_reward_options_reach_the_reward():
+    [overlong, repetition] = get_reward_funcs(["overlong", "repetition"], max_completion_length=8,
+                                              options=["overlong.buffer=0.5", "repetition.ngram_size=2"])
+    assert overlong(completions=["x"] * 2, completion_ids=[[1] * 4, [1] * 6]) == [0.0, -0.5]  # buffer: the last 4
+    assert repetition(completions=["x"], completion_ids=[[1, 2, 1, 2]]) == [pytest.approx(-1 / 3)]  # 2-grams
+
+
+@pytest.mark.parametrize("options, message", [
+    (["overlong.bufer=0.5"], "'overlong' has no option 'bufer'; its options: buffer (default 0.25)"),
+    (["format.x=1"], "'format' has no option 'x'; its options: none"),
+    (["cosine.max_value_correct=2"], "'cosine' is not one of the rewards in use (overlong, format)"),
+    (["overlong.buffer=half"], "'half' is not a float"),
+    (["overlong=0.5"], "write it as <reward>.<option>=<value>"),
+])
+def test_bad_reward_options(options, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        get_reward_funcs(["overlong", "format"], max_completion_length=8, options=options)
+
+
+def test_readme_lists_every_named_reward():
+    """The README's reward table is `reward_table()`: regenerate it with `python -c "import rewards;
+    print(rewards.reward_table())"` after registering a reward."""
+    from conftest import REPO
+
+    assert reward_table() in (REPO / "README.md").read_text()
 
 
 def test_unknown_name_lists_registry():
@@ -264,25 +292,14 @@ def test_dotted_rewards_are_checked_and_keep_their_name(tmp_path, monkeypatch):
 
 # ---- reward-hacking probes: one completion per built-in reward that games it and must not get full credit ------
 
-HACKS = {
-    # reward name: (completion that games it, dataset columns, the reward it must stay below)
-    "accuracy": ("<think>easy</think><answer></answer> the answer is 7", {"answer": ["7"]}, 1.0),  # empty answer tag
-    "format": ("<think></think><answer> </answer>", {}, 1.0),  # the tags, with nothing in the answer
-    "tag_count": ("<think><think></think></think><answer>1</answer><answer>2</answer>", {}, 0.5),  # tag spam
-    "overlong": ("x", {"completion_ids": [[7] * 64]}, 0.0),  # runs to the length limit
-    "repetition": ("7 7 7 7", {"completion_ids": [[7, 8, 9] * 20]}, 0.0),  # a loop of the same tokens
-    "code": ("import sys\nsys.exit(0)", {"tests": ["assert add(1, 2) == 3"]}, 1.0),  # exits before the asserts
-    "length": ("", {"completion_ids": [[]]}, 0.1),  # says nothing at all
-}
+def test_every_named_reward_has_a_hacking_probe():
+    """Each `@register` carries a probe (a completion that games the reward); none may be empty."""
+    assert all(entry.probe[0] is not None and isinstance(entry.probe[1], dict) for entry in REWARDS.values())
 
 
-def test_every_builtin_reward_has_a_hacking_probe():
-    assert set(HACKS) == set(reward_names())
-
-
-@pytest.mark.parametrize("name", sorted(HACKS))
+@pytest.mark.parametrize("name", reward_names())
 def test_reward_hacking_probe(name):
-    completion, columns, ceiling = HACKS[name]
+    completion, columns, ceiling = REWARDS[name].probe
     [reward] = get_reward_funcs([name], max_completion_length=64)
     assert reward([completion], **columns)[0] < ceiling
 
@@ -357,3 +374,32 @@ def test_accuracy_stops_calling_math_verify_when_its_budget_is_spent(monkeypatch
     assert "2 of 3 completions scored 0 unchecked" in caplog.text
     monkeypatch.setattr(rewards, "MATH_VERIFY_BUDGET", 10.0)
     assert accuracy_reward(completions, answer=["0.5", "7", "0.5"]) == [1.0, 1.0, 1.0]
+
+
+def test_reasoning_accuracy_grades_only_the_conclusion(fmt):
+    texts = ["<think>maybe 7</think>\nSo the answer is 7.", "<think>7</think> I give up.", "<think>so 7",
+             "The answer is 7.", "<think>8? no</think> It is \\boxed{7}"]
+    [reward] = get_reward_funcs(["reasoning_accuracy"], max_completion_length=8)
+    assert reward(fmt(texts), answer=["7"] * 5) == [1.0, 0.0, 0.0, 0.0, 1.0]
+    assert reward.correctness and reward.columns == (("answer", "solution"),)
+
+
+def test_cosine_matches_trl_where_the_accuracies_agree():
+    """On boxed LaTeX answers, which TRL's accuracy also reads, our cosine reward is TRL's get_cosine_scaled_reward."""
+    from trl.rewards import get_cosine_scaled_reward
+
+    texts = [r"\boxed{\frac{1}{3}}", r"\boxed{\frac{1}{2}}"] * 3
+    ids = [[1] * n for n in (0, 0, 30, 30, 100, 100)]
+    [ours] = get_reward_funcs(["cosine"], max_completion_length=60,
+                              options=["cosine.min_value_wrong=-2", "cosine.max_value_correct=3"])
+    theirs = get_cosine_scaled_reward(max_len=60, min_value_wrong=-2.0, max_value_correct=3.0)
+    expected = theirs([[{"content": t}] for t in texts], [r"\frac{1}{3}"] * 6, ids)
+    assert ours(texts, answer=[r"\frac{1}{3}"] * 6, completion_ids=ids) == pytest.approx(expected)
+    assert expected[:2] == pytest.approx([3.0, -2.0])  # short: the extremes; past max_len: the long-length bounds
+
+
+def test_soft_format_gives_partial_credit(fmt):
+    texts = ["<think>a</think><answer>4</answer>", "Hi! <think>a</think>\n<answer>4</answer> Bye.",
+             "<think>a</think> 4", "<answer>4</answer>", "<think>a</think><answer> </answer>"]
+    [reward] = get_reward_funcs(["soft_format"], max_completion_length=8)
+    assert reward(fmt(texts)) == [1.0, 1.0, 0.5, 0.0, 0.5]
