@@ -54,6 +54,10 @@ STANDALONE_NUMBER = re.compile(
 PLAIN_NUMBER = re.compile(
     rf"[$€£]?\s*((?:{NUMBER.pattern})(?:[eE][-+]?\d+)?)\s*%?(?:\s+(?!(?:pi|sqrt|[a-zA-Z])\b)[a-zA-Z]+\.?){{0,3}}"
 )
+# Words around one number inside an answer ("<answer>The answer is 18.</answer>"): letters, spaces and sentence
+# punctuation only, and no lone letter but "a" or "I" (a lone letter is a variable: "5 x" is not 5).
+PROSE = re.compile(r"[A-Za-z\s.,:;!?'\"*$%€£]*")
+LONE_LETTER = re.compile(r"\b(?![aAI]\b)[A-Za-z]\b|\b(?:pi|sqrt)\b")
 LATEX_TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")  # \text{ dollars} -> " dollars"
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 # trl.rewards.think_format_reward only checks <think>, so we check both blocks ourselves.
@@ -222,17 +226,27 @@ def extract_answer(text: str) -> str | None:
 
 def _to_number(text: str) -> float | None:
     r"""Return `text` as a float if it is one plain number, with at most a currency sign, a `%` and a few unit
-    words ("$1,000", "3.50.", "**7**", "18 dollars", "\$18", "18\text{ cookies}"); else None.
+    words ("$1,000", "3.50.", "**7**", "18 dollars", "\$18", "18\text{ cookies}"), or one number in a sentence of
+    words ("The answer is 18."); else None. A second number or a math symbol makes it not plain.
 
     >>> _to_number("$1,000"), _to_number("-3.50."), _to_number("**7**"), _to_number("x + 1")
     (1000.0, -3.5, 7.0, None)
     >>> _to_number("18 dollars"), _to_number(r"\$18"), _to_number(r"18\text{ cookies}"), _to_number("18 or 19")
     (18.0, 18.0, 18.0, None)
+    >>> _to_number("The answer is 18."), _to_number("Answer: $1,800"), _to_number("5 x"), _to_number("x = 5")
+    (18.0, 1800.0, None, None)
     """
     text = LATEX_TEXT.sub(r" \1", text).replace("\\$", "$").replace("\\%", "%")
     text = text.strip().strip("*").strip()
-    match = PLAIN_NUMBER.fullmatch(text.rstrip("."))
-    return float(match.group(1).replace(",", "")) if match else None
+    if match := PLAIN_NUMBER.fullmatch(text.rstrip(".")):
+        return float(match.group(1).replace(",", ""))
+    # one number in a sentence: "The answer is 18.", "Answer: $18"
+    numbers = STANDALONE_NUMBER.findall(text)
+    if len(numbers) == 1 and "/" not in numbers[0]:
+        rest = text.replace(numbers[0], " ", 1)
+        if PROSE.fullmatch(rest) and not LONE_LETTER.search(rest):
+            return float(numbers[0].replace(",", ""))
+    return None
 
 
 def final_answer(text: str) -> str | None:

@@ -329,6 +329,10 @@ def test_reward_declarations():
     ("<answer>19 dollars</answer>", "18", 0.0),
     ("<answer>5 x</answer>", "5", 0.0),  # a variable is not a unit: 5x is not 5
     ("<answer>18 or 19 dollars</answer>", "18", 0.0),  # two numbers are two guesses
+    ("<answer>The answer is 18 dollars.</answer>", "18", 1.0),  # a sentence around one number
+    (r"\boxed{\text{18 dollars}}", "18", 1.0),
+    ("<answer>I think 5 x</answer>", "5", 0.0),  # still a variable, in a sentence
+    ("<answer>Either 18 or 19.</answer>", "18", 0.0),
     # a gold answer with whitespace around it, or inside its box
     (r"\boxed{(1,2)}", "\\boxed{\n(1,2)\n}", 1.0),
     ("<answer>42</answer>", "  42 \n", 1.0),
