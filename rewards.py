@@ -49,8 +49,8 @@ STANDALONE_NUMBER = re.compile(
     rf"(?<![\w.,{{}}\[\]()^_\\/|+-])(?:{NUMBER.pattern})(?:/(?:{NUMBER.pattern}))?(?![\w{{}}\[\]()^_\\/|+-]|[.,]\d)"
 )
 # A plain number, as a gold answer or a final answer may carry it: `$`, `%`, an exponent, and up to three unit words
-# after it ("18 dollars", "$1,000", "60 miles per hour", "50%", "1e3"). One number only: "18 or 19" is not a plain number, and a
-# variable or constant is not a unit ("5 x", "2 pi" go to math-verify).
+# after it ("18 dollars", "$1,000", "60 miles per hour", "50%", "1e3"). One number only: "18 or 19" is not a plain
+# number, and a variable or constant is not a unit ("5 x", "2 pi" go to math-verify).
 PLAIN_NUMBER = re.compile(
     rf"[$€£]?\s*((?:{NUMBER.pattern})(?:[eE][-+]?\d+)?)\s*%?(?:\s+(?!(?:pi|sqrt|[a-zA-Z])\b)[a-zA-Z]+\.?){{0,3}}"
 )
@@ -496,7 +496,8 @@ def reasoning_accuracy_reward(completions, answer=None, solution=None, **kwargs)
 
 @register("cosine", "`accuracy` scaled by length on a cosine schedule (Yeo et al. 2025, as open-r1 and TRL): right and "
           "short earns most (up to `max_value_correct`), wrong and short loses most (down to `min_value_wrong`)",
-          probe=("<answer>8</answer>", {"answer": ["7"], "completion_ids": [[1] * 2]}, 0.0), factory=True)  # short, wrong
+          probe=("<answer>8</answer>", {"answer": ["7"], "completion_ids": [[1] * 2]}, 0.0),  # short and wrong
+          factory=True)
 def get_cosine_reward(max_completion_length: int, min_value_wrong: float = -1.0, max_value_wrong: float = -0.5,
                       min_value_correct: float = 0.5, max_value_correct: float = 1.0) -> Callable:
     """Return the cosine length-scaled accuracy of "Demystifying Long Chain-of-Thought Reasoning" (Yeo et al. 2025,
@@ -514,7 +515,7 @@ def get_cosine_reward(max_completion_length: int, min_value_wrong: float = -1.0,
 
 def cosine_reward(completions, completion_ids, max_len: int, wrong: tuple, correct: tuple, answer=None, solution=None,
                   **kwargs) -> list[float | None]:
-    """See `get_cosine_reward`: v_min + (v_max - v_min) (1 + cos(pi min(n / L, 1))) / 2, (v_min, v_max) by correctness."""
+    """See `get_cosine_reward`: v_min + (v_max - v_min) (1 + cos(pi min(n / L, 1))) / 2, the bounds by correctness."""
     rewards = []
     for right, ids in zip(accuracy_reward(completions, answer=answer, solution=solution), completion_ids, strict=True):
         if right is None:
@@ -636,9 +637,11 @@ def parse_reward_options(options: list[str] | None, names: list[str]) -> dict[st
         key, sep, value = option.partition("=")
         name, _, attr = key.strip().partition(".")
         if not sep or not attr:
-            raise ValueError(f"reward option {option!r}: write it as <reward>.<option>=<value>, e.g. overlong.buffer=0.5")
+            raise ValueError(f"reward option {option!r}: write it as <reward>.<option>=<value>, "
+                             "e.g. overlong.buffer=0.5")
         if name not in names:
-            raise ValueError(f"reward option {option!r}: {name!r} is not one of the rewards in use ({', '.join(names)})")
+            raise ValueError(f"reward option {option!r}: {name!r} is not one of the rewards in use "
+                             f"({', '.join(names)})")
         known = REWARDS[name].options if name in REWARDS else {}
         if attr not in known:
             choices = ", ".join(f"{k} (default {v})" for k, v in known.items()) or "none"

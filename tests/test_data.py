@@ -69,5 +69,5 @@ def test_dataset_config_picks_the_config(tmp_path):
 def test_columns_are_mapped_and_the_system_prompt_added(tmp_path):
     path = write_file(tmp_path / "qa.jsonl", [{"question": r["prompt"], "gold": r["answer"]} for r in ROWS])
     dataset = load_prompt_dataset(str(path), prompt_column="question", answer_column="gold", system_prompt="Add.")
-    assert dataset["train"][0] == {"prompt": [{"role": "system", "content": "Add."}, {"role": "user", "content": "0+0="}],
-                                   "answer": "0"}
+    system, user = {"role": "system", "content": "Add."}, {"role": "user", "content": "0+0="}
+    assert dataset["train"][0] == {"prompt": [system, user], "answer": "0"}

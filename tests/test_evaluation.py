@@ -39,7 +39,8 @@ def test_pass_at_k_is_the_binomial_formula():
     for n in range(1, 17):
         for c in range(n + 1):
             for k in range(1, n + 1):
-                assert pass_at_k(n, c, k) == pytest.approx(1 - math.comb(n - c, k) / math.comb(n, k), abs=1e-12), (n, c, k)
+                exact = 1 - math.comb(n - c, k) / math.comb(n, k)
+                assert pass_at_k(n, c, k) == pytest.approx(exact, abs=1e-12), (n, c, k)
 
 
 def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
@@ -69,8 +70,9 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
         return [float(len(c)) for c in completions]
 
     [accuracy] = get_reward_funcs(["accuracy"], max_completion_length=8)
-    results = evaluation.evaluate(torch.nn.Linear(1, 1), tokenizer=None, dataset=dataset, reward_funcs=[accuracy, length],
-                                  num_samples=4, temperature=0.7, max_new_tokens=5, seed=0, accelerator=PartialState())
+    results = evaluation.evaluate(torch.nn.Linear(1, 1), tokenizer=None, dataset=dataset,
+                                  reward_funcs=[accuracy, length], num_samples=4, temperature=0.7, max_new_tokens=5,
+                                  seed=0, accelerator=PartialState())
     assert calls == [(4, 0.7, 5), (1, None, 5)]  # sampled at the training temperature, then greedy
     assert results["accuracy"] == pytest.approx({
         "mean_reward": 3 / 12,

@@ -168,8 +168,9 @@ def test_unknown_reward_is_a_clear_error(tmp_path):
     proc = run_script(SCRIPT, "--reward_funcs", "acuracy", "--output_dir", tmp_path / "out", cwd=tmp_path,
                       check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == (f"error: unknown reward 'acuracy'; choose one of: "
-                                                    f"{', '.join(reward_names())}, or give a dotted path like my_rewards.my_fn")
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: unknown reward 'acuracy'; choose one of: {', '.join(reward_names())}, "
+        "or give a dotted path like my_rewards.my_fn")
 
 
 def test_default_run_learns(tmp_path):

@@ -7,7 +7,8 @@ import shutil
 import pytest
 import torch
 from conftest import (ADDITION, REPO, TINY_MODEL, accelerate_ddp, assert_adapter_trained, assert_run_summary,
-                      assert_summary_means, assert_trained, ddp_flags, read_jsonl, run_script, spied, spied_calls, write_jsonl)
+                      assert_summary_means, assert_trained, ddp_flags, read_jsonl, run_script, spied, spied_calls,
+                      write_jsonl)
 
 from common import device_defaults
 from rewards import accuracy_reward, get_reward_funcs
@@ -188,7 +189,8 @@ def test_data_and_reward_model_mismatches_stop_before_any_model_loads(tmp_path, 
         ppo.main(*parse("--dataset_name", chat))
 
     qwen_rm = model_zoo.build_qwen2(tmp_path / "qwen-rm", reward_model=True)  # a byte-level BPE, not the policy's
-    with pytest.raises(SystemExit, match=f"error: the reward model {re.escape(str(qwen_rm))} has a different tokenizer"):
+    message = f"error: the reward model {re.escape(str(qwen_rm))} has a different tokenizer"
+    with pytest.raises(SystemExit, match=message):
         ppo.main(*parse("--reward_model_path", qwen_rm))
 
 
@@ -385,8 +387,8 @@ def test_yaml_config_with_value_model_and_ppo_settings(tmp_path):
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
     value_dir = tmp_path / "value-model"
-    AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(TINY_MODEL, num_labels=1)).save_pretrained(
-        value_dir)
+    value_model = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(TINY_MODEL, num_labels=1))
+    value_model.save_pretrained(value_dir)
     AutoTokenizer.from_pretrained(TINY_MODEL).save_pretrained(value_dir)
     out = tmp_path / "out"
     config = tmp_path / "ppo.yaml"
