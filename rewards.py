@@ -58,7 +58,10 @@ PLAIN_NUMBER = re.compile(
 # punctuation only, and no lone letter but "a" or "I" (a lone letter is a variable: "5 x" is not 5).
 PROSE = re.compile(r"[A-Za-z\s.,:;!?'\"*$%€£]*")
 LONE_LETTER = re.compile(r"\b(?![aAI]\b)[A-Za-z]\b|\b(?:pi|sqrt)\b")
-LATEX_TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")  # \text{ dollars} -> " dollars"
+LATEX_TEXT = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox)\{([^{}]*)\}")  # \text{ dollars} -> " dollars"
+# LaTeX spacing and escapes around a number: "18\,000" (thin-space thousands), "1{,}000", "18\ \text{dollars}", "\$18"
+LATEX_PLAIN = [("\\,", ""), ("\\!", ""), ("{,}", ","), ("\\ ", " "), ("\\;", " "), ("~", " "), ("\\$", "$"),
+               ("\\%", "%")]
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 # trl.rewards.think_format_reward only checks <think>, so we check both blocks ourselves.
 THINK_ANSWER_FORMAT = re.compile(r"\s*<think>.*?</think>\s*<answer>(.*?)</answer>\s*", re.DOTALL)
@@ -236,7 +239,9 @@ def _to_number(text: str) -> float | None:
     >>> _to_number("The answer is 18."), _to_number("Answer: $1,800"), _to_number("5 x"), _to_number("x = 5")
     (18.0, 1800.0, None, None)
     """
-    text = LATEX_TEXT.sub(r" \1", text).replace("\\$", "$").replace("\\%", "%")
+    text = LATEX_TEXT.sub(r" \1", text)
+    for latex, plain in LATEX_PLAIN:
+        text = text.replace(latex, plain)
     text = text.strip().strip("*").strip()
     if match := PLAIN_NUMBER.fullmatch(text.rstrip(".")):
         return float(match.group(1).replace(",", ""))

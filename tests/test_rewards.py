@@ -333,6 +333,10 @@ def test_reward_declarations():
     (r"\boxed{\text{18 dollars}}", "18", 1.0),
     ("<answer>I think 5 x</answer>", "5", 0.0),  # still a variable, in a sentence
     ("<answer>Either 18 or 19.</answer>", "18", 0.0),
+    (r"\boxed{18\ \text{dollars}}", "18", 1.0),  # LaTeX spacing and thousands separators
+    (r"\boxed{18\,000}", "18000", 1.0),
+    (r"\boxed{1{,}200\text{ eggs}}", "1200", 1.0),
+    (r"\boxed{\mathbf{18}}", "18", 1.0),
     # a gold answer with whitespace around it, or inside its box
     (r"\boxed{(1,2)}", "\\boxed{\n(1,2)\n}", 1.0),
     ("<answer>42</answer>", "  42 \n", 1.0),
