@@ -217,6 +217,7 @@ def extract_answer(text: str) -> str | None:
     >>> extract_answer("The probability is .4"), extract_answer("AZYUK2A"), extract_answer(r"$\frac{1+\sqrt{5}}{2}$")
     ('.4', None, None)
     """
+    text = text.replace("\u2212", "-")  # the Unicode minus sign that models (and LaTeX renderers) write
     if answers := ANSWER_TAG.findall(text):
         return answers[-1].strip()
     if (boxed := _last_boxed(text)) is not None:
@@ -333,7 +334,7 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
     deadline, late = time.monotonic() + MATH_VERIFY_BUDGET, 0
     rewards = []
     for completion, gold in zip(completions, golds, strict=True):
-        gold = "" if gold is None else str(gold).split("####")[-1].strip()
+        gold = "" if gold is None else str(gold).replace("\u2212", "-").split("####")[-1].strip()
         gold = (_last_boxed(gold) or gold).strip()
         gold_number = _to_number(gold) if gold else None
         # A plain-number gold needs no math-verify unless the answer is symbolic; anything else is parsed (cached).

@@ -337,6 +337,13 @@ def test_reward_declarations():
     (r"\boxed{18\,000}", "18000", 1.0),
     (r"\boxed{1{,}200\text{ eggs}}", "1200", 1.0),
     (r"\boxed{\mathbf{18}}", "18", 1.0),
+    ("It dropped to \u22125.", "-5", 1.0),  # the Unicode minus sign
+    ("It dropped to \u22125.", "5", 0.0),
+    ("**Answer: 18**", "18", 1.0),  # GSM8K-style endings of real models
+    ("So, Janet makes \\$18 per day.", "18", 1.0),
+    ("The answer is `18`.", "18", 1.0),
+    ("He paid $1,234.56 in total.", "1234.56", 1.0),
+    ("#### 18 dollars", "18", 1.0),
     # a gold answer with whitespace around it, or inside its box
     (r"\boxed{(1,2)}", "\\boxed{\n(1,2)\n}", 1.0),
     ("<answer>42</answer>", "  42 \n", 1.0),
