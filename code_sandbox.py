@@ -7,8 +7,8 @@ One run:
 1. A fresh process starts `python -I -c HARNESS` inside the sandbox (below), in a new session, with a
    minimal environment (`ENV`: no HF_TOKEN, AWS_*, ...), and gets the code, the asserts, the limits and a
    random token on stdin.
-2. The harness lowers its own rlimits (`Limits`: CPU seconds, address space, processes, file size, no core
-   files), sends its stdin/stdout/stderr to /dev/null, runs the code, then each assert on its own in the
+2. The harness lowers its own rlimits (`Limits`: CPU seconds, address space, processes, file size, open files,
+   no core files), joins a new session keyring, sends its stdin/stdout/stderr to /dev/null, runs the code, then each assert on its own in the
    code's namespace, and reports "<token> pass <i>" for each assert that passes. Code that raises or exits
    scores 0.
 3. After `Limits.timeout` seconds the parent SIGKILLs the sandbox's whole process group.
@@ -34,8 +34,14 @@ In every mode, when the trainer runs as root the code runs as an unprivileged ui
 concurrent run, via `setpriv`, with no_new_privs): root ignores RLIMIT_NPROC, may raise any rlimit again, and
 can do anything else. In rlimits mode, and after a timeout, every process left under that uid is then killed.
 
-Not protected in any mode: kernel exploits (no seccomp filter); total memory, which is at most
-`Limits.processes * Limits.memory` per run, as nothing here uses cgroups; CPU contention between runs; reward
+In every mode the harness also caps open files (with `file_size`, this bounds memory held in memfd files) and
+joins a new, empty session keyring, so the trainer's keys are out of reach; as root, the code holds no
+capabilities, bounding and inheritable sets included. The parent reads the report as bytes and scores 0 any
+report with a line that is not the harness's, and removes the work directory with coreutils, however deep.
+
+Not protected in any mode: kernel exploits (no seccomp filter; nested user namespaces work); total memory, which
+is at most `Limits.processes * (Limits.memory + Limits.open_files * Limits.file_size)` per run, plus, outside
+bwrap, files left in the host's /dev/shm, as nothing here uses cgroups; CPU contention between runs; reward
 hacking from inside the interpreter, since the code and the asserts share it: an object whose `__eq__` always
 returns True, patching what the asserts call, or digging the token out of the harness's memory to forge
 reports. (Exiting early, printing fake reports, or replacing `exec`/`os._exit` score 0.)
@@ -44,6 +50,7 @@ reports. (Exiting early, printing fake reports, or replacing `exec`/`os._exit` s
 import json
 import logging
 import os
+import platform
 import queue
 import re
 import secrets
@@ -60,6 +67,7 @@ from dataclasses import asdict, dataclass
 logger = logging.getLogger(__name__)
 
 MODES = ("bwrap", "unshare", "rlimits")
+SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "i686": 288, "armv7l": 311}  # the keyctl syscall, per architecture
 WORKDIR = "/sandbox"  # the code's cwd inside bwrap
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # the allowlist: nothing inherited
@@ -78,6 +86,9 @@ class Limits:
     """RLIMIT_NPROC: processes and threads, the harness included."""
     file_size: int = 16 << 20
     """RLIMIT_FSIZE: the largest file it may write, in bytes."""
+    open_files: int = 32
+    """RLIMIT_NOFILE: open files per process. With `file_size` it caps memory held in files (memfd_create, which
+    address space does not count): at most open_files x file_size bytes per process."""
     disk: int = 64 << 20
     """bwrap only: size of the tmpfs it may write to, in bytes."""
 
@@ -91,9 +102,13 @@ def main(run=exec, exit_now=os._exit, zip=zip):  # bound now: the code may repla
     job = json.loads(sys.stdin.read())
     limits = job["limits"]
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"] + 1))
-    for name, key in [("AS", "memory"), ("NPROC", "processes"), ("FSIZE", "file_size"), ("CORE", None)]:
+    for name, key in [("AS", "memory"), ("NPROC", "processes"), ("FSIZE", "file_size"), ("NOFILE", "open_files"),
+                      ("CORE", None)]:
         value = limits[key] if key else 0
         resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, value))
+    if job["keyctl"]:  # a new, empty session keyring: the trainer's keys (login, su -l, systemd) are out of reach
+        import ctypes
+        ctypes.CDLL(None).syscall(job["keyctl"], 1, None)  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
     tests = []
     for test in job["tests"]:
         try:
@@ -164,8 +179,8 @@ def _python_dirs() -> list[str]:
 def _bwrap(limits: Limits, as_root: bool) -> list[str]:
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/usr", "/usr"]
-    if as_root:  # root needs no user namespace; setpriv drops to `_uid` inside, with these two capabilities
-        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    if as_root:  # root needs no user namespace; setpriv drops to `_uid` inside, with only these capabilities
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
     else:
         args += ["--unshare-user"]
     for path in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # symlinks into /usr on merged-/usr systems
@@ -203,7 +218,10 @@ def _unshare(as_root: bool) -> list[str]:
 def _setpriv(uid: int | None) -> list[str]:
     if uid is None:
         return ["setpriv", "--no-new-privs", "--"]
-    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
+    # the new uid has no effective or permitted capabilities; emptying the inheritable and bounding sets too means
+    # nothing it runs can gain one back
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
+            "--no-new-privs", "--"]
 
 
 # One slot per core, shared among the training processes on this node (LOCAL_WORLD_SIZE, set by torchrun and
@@ -224,14 +242,15 @@ def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) ->
     """One sandboxed run of `python` in `mode`; the fraction of `tests` that passed."""
     as_root = os.geteuid() == 0
     token = secrets.token_hex(16)
-    job = json.dumps({"code": code, "tests": tests, "token": token, "limits": asdict(limits)})
+    job = json.dumps({"code": code, "tests": tests, "token": token, "limits": asdict(limits),
+                      "keyctl": SYS_KEYCTL.get(platform.machine())})
     slot = _SLOTS.get()
     uid = _uid(slot) if as_root else None
+    workdir = tempfile.mkdtemp(prefix="code-sandbox-")
     try:
         # The job and the report are files without a name, so the code cannot find them in its directory;
         # the report is a regular file, so RLIMIT_FSIZE bounds it too.
-        with tempfile.TemporaryDirectory(prefix="code-sandbox-") as workdir, \
-                tempfile.TemporaryFile("w+") as job_file, tempfile.TemporaryFile("w+") as out:
+        with tempfile.TemporaryFile("w+") as job_file, tempfile.TemporaryFile("w+b") as out:
             job_file.write(job)
             job_file.seek(0)
             if uid is not None:  # the weaker modes run in `workdir`; bwrap uses its own tmpfs instead
@@ -246,11 +265,32 @@ def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) ->
             output = out.read(1 << 20)
     finally:
         _SLOTS.put(slot)
+        _remove(workdir)
+    # Bytes, never decoded as a whole: the code can write to the report's descriptor. Only the harness knows the
+    # token; a report with any other line in it was tampered with (or the sandbox failed) and is not trusted.
     lines = output.splitlines()
-    passed = {f"{token} pass {i}" for i in range(len(tests))} & set(lines)
-    if any(not line.startswith(token) for line in lines):
+    passes = {f"{token} pass {i}".encode() for i in range(len(tests))}
+    if any(line not in passes for line in lines):
         _explain(output)
-    return len(passed) / len(tests)
+        return 0.0
+    return len(passes & set(lines)) / len(tests)
+
+
+def _remove(path: str) -> None:
+    """Delete a run's work directory whatever the code left in it: a tree too deep for shutil.rmtree's recursion,
+    directories it made unreadable. coreutils' `chmod -R` and `rm -rf` walk iteratively. Never raises."""
+    try:
+        os.rmdir(path)  # empty: the usual case, and always under bwrap, whose code writes to its own tmpfs
+        return
+    except OSError:
+        pass
+    try:
+        for command in (["chmod", "-R", "u+rwx", "--", path], ["rm", "-rf", "--", path]):
+            subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        if os.path.lexists(path):
+            logger.warning("code sandbox: could not remove %s", path)
+    except OSError as err:
+        logger.warning("code sandbox: could not remove %s: %s", path, err)
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> bool:
@@ -284,12 +324,14 @@ def _kill(proc: subprocess.Popen, uid: int | None) -> None:
             subprocess.run([*_setpriv(uid), "kill", "-9", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _explain(output: str) -> None:
-    """Log, once, output that is not the harness's report: the sandbox's own errors (bwrap, unshare, setpriv,
-    Python start-up), or code writing to the report file. The code's stdout and stderr go to /dev/null."""
-    if not getattr(_explain, "done", False):
-        _explain.done = True
-        logger.warning("code sandbox: unexpected output: %s", output.strip()[-500:])
+def _explain(output: bytes) -> None:
+    """Log output that is not the harness's report, which scores the run 0: the sandbox's own errors (bwrap,
+    unshare, setpriv, Python start-up), or code writing to the report's descriptor. The code's stdout and stderr
+    go to /dev/null. The first time in full (500 bytes), then once per 100 runs."""
+    _explain.count = getattr(_explain, "count", 0) + 1
+    if _explain.count % 100 == 1:
+        logger.warning("code sandbox: output that is not the harness's report, scored 0 (%d so far): %r",
+                       _explain.count, output.strip()[-500:])
 
 
 _LOCK = threading.Lock()

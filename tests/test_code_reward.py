@@ -3,7 +3,11 @@
 import importlib.util
 import json
 import os
+import platform
 import socket
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,7 +18,7 @@ import code_sandbox
 from code_sandbox import Limits, extract_code, run_many, sandbox_mode, split_tests, working_python
 from rewards import code_reward, get_reward_funcs
 
-FAST = Limits(timeout=3, cpu=2, memory=256 << 20, processes=8)  # short limits for the hostile cases
+FAST = Limits(timeout=3, cpu=2, memory=256 << 20, processes=8, open_files=32)  # short limits for the hostile cases
 SLACK = 3.0  # seconds on top of the timeout: start-up and clean-up on a busy 2-core machine
 ADD = "def add(a, b):\n    return a + b\n"
 ADD_TESTS = "assert add(1, 2) == 3\nassert add(-1, 1) == 0\nassert add(2, 2) == 4"
@@ -306,3 +310,88 @@ def test_grpo_runs_on_the_bundled_code_task(tmp_path):
     rows = read_jsonl(out / "completions.jsonl")
     assert rows and all(row["code"] == 0.0 for row in rows)  # the tiny model cannot write code, but every row is scored
     assert "rewards/code/mean" in read_jsonl(out / "metrics.jsonl")[0]
+
+
+# ---- issue 11: what the code may not do to the trainer, in every mode this machine has -------------------------------
+
+MODES_HERE = [mode for mode in code_sandbox.MODES if working_python(mode)]
+
+
+@pytest.fixture(params=MODES_HERE)
+def mode(request):
+    return request.param
+
+
+def score(codes, tests, mode):
+    start = time.monotonic()
+    rewards = run_many([(code, split_tests(t) if isinstance(t, str) else t) for code, t in zip(codes, tests)],
+                       limits=FAST, mode=mode)
+    return rewards, time.monotonic() - start
+
+
+def test_a_malformed_report_scores_0_and_never_reaches_the_trainer(mode, caplog, monkeypatch):
+    """Bytes that are not UTF-8, or any line that is not the harness's own, on any descriptor the code can reach:
+    the run scores 0 (a tampered report is not trusted), the reason is logged, and the trainer carries on."""
+    tamper = "import os\nfor fd in range(1, 64):\n    try:\n        os.write(fd, b'\\xff\\xfe not a report\\n')\n" \
+             "    except OSError:\n        pass\n"
+    monkeypatch.setattr(code_sandbox._explain, "count", 0, raising=False)  # the first such report is logged in full
+    with caplog.at_level("WARNING", logger="code_sandbox"):
+        rewards, seconds = score([tamper + ADD, ADD], [ADD_TESTS] * 2, mode)
+    assert rewards == [0.0, 1.0] and seconds < FAST.timeout + SLACK
+    assert "not the harness's report" in caplog.text
+
+
+def test_a_deep_directory_tree_is_cleaned_up(mode):
+    deep = "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
+    before = set(Path(tempfile.gettempdir()).glob("code-sandbox-*"))
+    rewards, seconds = score([deep + ADD, ADD], [ADD_TESTS] * 2, mode)
+    assert rewards == [1.0, 1.0] and seconds < FAST.timeout + SLACK
+    assert set(Path(tempfile.gettempdir()).glob("code-sandbox-*")) <= before  # nothing left behind
+
+
+KEYCTL_SEARCH = """
+import ctypes, os, platform
+SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+key = libc.syscall(SYS_KEYCTL, 10, -3, b"user", b"sandbox-test-secret", 0)  # KEYCTL_SEARCH the session keyring
+buffer = ctypes.create_string_buffer(64)
+read = libc.syscall(SYS_KEYCTL, 11, key, buffer, 64) if key > 0 else -1  # KEYCTL_READ
+leaked = buffer.raw[:read] if read > 0 else None
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="keyctl syscall numbers known for these")
+def test_the_trainers_session_keyring_is_out_of_reach(mode):
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    sys_add_key = {"x86_64": 248, "aarch64": 217}[platform.machine()]
+    if libc.syscall(sys_add_key, b"user", b"sandbox-test-secret", b"hunter2", 7, -3) < 0:  # into our session keyring
+        pytest.skip(f"no session keyring here: {os.strerror(ctypes.get_errno())}")
+    # the probe finds the key from a plain child of the trainer: the attack works outside the sandbox
+    found = subprocess.run([sys.executable, "-c", KEYCTL_SEARCH + "print(leaked)"], capture_output=True, text=True)
+    assert "hunter2" in found.stdout
+    rewards, _ = score([KEYCTL_SEARCH, "leaked = None"], [["assert leaked is None"]] * 2, mode)
+    assert rewards == [1.0, 1.0]
+
+
+def test_memory_in_memfd_files_stays_under_the_documented_ceiling(mode):
+    """Files in memory (memfd_create) are not address space: RLIMIT_AS does not see them. The open-file limit and
+    the file-size limit cap them at Limits.open_files x Limits.file_size per process."""
+    fill = ("import os\nheld, total = [], 0\nwhile total < (3 << 30):\n    try:\n        fd = os.memfd_create('m')\n"
+            "        held.append(fd)\n        for _ in range(16):\n            os.write(fd, b'x' * (1 << 20))\n"
+            "            total += 1 << 20\n    except OSError:\n        break\n")
+    ceiling = FAST.open_files * FAST.file_size
+    rewards, seconds = score([fill], [["assert total > 0", f"assert total <= {ceiling}"]], mode)
+    assert rewards == [1.0] and seconds < FAST.timeout + SLACK
+
+
+def test_the_code_holds_no_capabilities(mode):
+    read_caps = ("caps = {line.split(':')[0]: int(line.split()[1], 16) for line in open('/proc/self/status')\n"
+                 "        if line.startswith('Cap')}\n")
+    tests = ["assert caps['CapEff'] == 0", "assert caps['CapPrm'] == 0", "assert caps['CapInh'] == 0",
+             "assert caps['CapAmb'] == 0"]
+    if os.geteuid() == 0:  # setpriv can empty the bounding set only with CAP_SETPCAP, which a non-root trainer lacks
+        tests.append("assert caps['CapBnd'] == 0")
+    rewards, _ = score([read_caps], [tests], mode)
+    assert rewards == [1.0]

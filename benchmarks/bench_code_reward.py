@@ -1,0 +1,69 @@
+"""How fast is the `code` reward's sandbox on the bundled code task, now against an earlier version of it?
+
+Loads `code_sandbox.py` as it is and as it was at `--before` (a git revision), then scores the bundled task's
+reference solutions (`assets/build_code_task.py`: each task's solution against its own tests, all scoring 1) with
+each, alternating the two for `--rounds` rounds in one process, and prints completions per second and the ratio.
+
+    python benchmarks/bench_code_reward.py --before 49345f6       # ~1 min on 2 cores
+"""
+
+import argparse
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look the module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def bundled_jobs() -> list[tuple[str, list[str]]]:
+    builder = load(REPO / "assets" / "build_code_task.py", "build_code_task")
+    train, test = builder.build_rows()
+    tests_of = {row["prompt"]: row["tests"] for row in train + test}
+    jobs = []
+    for signature, description, solution, _ in builder.TASKS:
+        tests = tests_of[builder.PROMPT.format(signature=signature, description=description)]
+        jobs.append((solution, tests.splitlines() if isinstance(tests, str) else tests))
+    return jobs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", required=True, help="git revision of the earlier code_sandbox.py")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+
+    old_source = subprocess.run(["git", "show", f"{args.before}:code_sandbox.py"], cwd=REPO, check=True,
+                                capture_output=True, text=True).stdout
+    old_path = Path(tempfile.mkdtemp()) / "code_sandbox_before.py"
+    old_path.write_text(old_source)
+    versions = {"before": load(old_path, "code_sandbox_before"), "now": load(REPO / "code_sandbox.py", "code_sandbox")}
+    jobs = bundled_jobs()
+    print(f"{len(jobs)} reference solutions per round, mode {versions['now'].sandbox_mode()}, {args.rounds} rounds")
+
+    rates = {name: [] for name in versions}
+    for _ in range(args.rounds):
+        for name, module in versions.items():
+            start = time.perf_counter()
+            scores = module.run_many(jobs)
+            rates[name].append(len(jobs) / (time.perf_counter() - start))
+            assert scores == [1.0] * len(jobs), (name, scores)
+    for name, values in rates.items():
+        print(f"{name:>7}: {statistics.median(values):6.1f} completions/s (median of {len(values)}; "
+              f"min {min(values):.1f}, max {max(values):.1f})")
+    print(f"now / before: {statistics.median(rates['now']) / statistics.median(rates['before']):.2f}")
+
+
+if __name__ == "__main__":
+    main()
