@@ -4,15 +4,26 @@
     0.5
 
 One run:
-1. A fresh process starts `python -I -c HARNESS` inside the sandbox (below), in a new session, with a
+1. The trainer splits each assert (`split_assert`). For `assert <expression> == <literal>` (either way round),
+   the expected value stays in the trainer and only the expression goes to the sandbox; any other assert goes
+   as it is.
+2. A fresh process starts `python -I -c HARNESS` inside the sandbox (below), in a new session, with a
    minimal environment (`ENV`: no HF_TOKEN, AWS_*, ...), and gets the code, the asserts, the limits and a
    random token on stdin.
-2. The harness lowers its own rlimits (`Limits`: CPU seconds, address space, processes, file size, open files,
-   no core files), joins a new session keyring, sends its stdin/stdout/stderr to /dev/null, runs the code, then each assert on its own in the
-   code's namespace, and reports "<token> pass <i>" for each assert that passes. Code that raises or exits
-   scores 0.
-3. After `Limits.timeout` seconds the parent SIGKILLs the sandbox's whole process group.
-   Score = asserts reported as passed / asserts. Asserts that passed before a timeout still count.
+3. The harness lowers its own rlimits (`Limits`: CPU seconds, address space, processes, file size, open files,
+   no core files), joins a new session keyring, sends its stdin/stdout/stderr to /dev/null, and runs the code.
+   Then, in the code's namespace, it evaluates each expression and reports "<token> value <i> <repr>" when the
+   value is plain data (builtin types only, no subclasses; numpy values through `.tolist()`), and runs each
+   other assert and reports "<token> pass <i>" if it passes. Code that raises or exits scores 0.
+4. After `Limits.timeout` seconds the parent SIGKILLs the sandbox's whole process group. It reads the report as
+   bytes, `ast.literal_eval`s each value and compares it with the expected value itself (`_grade`): nothing
+   the code defined runs in the trainer. A report with a line the harness would not write scores 0.
+   Score = asserts passed / asserts. Asserts that passed before a timeout still count.
+
+Forging a pass therefore needs the expected value, which the sandbox never sees: an object whose `__eq__` is
+always True is not plain data, and a report line written with a token dug out of the harness's memory is a
+second line for its assert. Asserts of other forms (`assert f(x) > 2`, `assert f(x) == g(y)`) still run inside
+the sandbox, where the code can subvert them.
 
 Sandbox modes, strongest first; `sandbox_mode()` picks the first that runs a trivial job on this machine
 (set CODE_SANDBOX=bwrap|unshare|rlimits to require one, e.g. CODE_SANDBOX=bwrap in production):
@@ -42,11 +53,11 @@ report with a line that is not the harness's, and removes the work directory wit
 Not protected in any mode: kernel exploits (no seccomp filter; nested user namespaces work); total memory, which
 is at most `Limits.processes * (Limits.memory + Limits.open_files * Limits.file_size)` per run, plus, outside
 bwrap, files left in the host's /dev/shm, as nothing here uses cgroups; CPU contention between runs; reward
-hacking from inside the interpreter, since the code and the asserts share it: an object whose `__eq__` always
-returns True, patching what the asserts call, or digging the token out of the harness's memory to forge
-reports. (Exiting early, printing fake reports, or replacing `exec`/`os._exit` score 0.)
+hacking of asserts that are not `<expression> == <literal>`, which run inside the interpreter the code shares.
+(Exiting early, printing fake reports, or replacing `exec`/`os._exit` score 0.)
 """
 
+import ast
 import json
 import logging
 import os
@@ -109,13 +120,13 @@ def main(run=exec, exit_now=os._exit, zip=zip):  # bound now: the code may repla
     if job["keyctl"]:  # a new, empty session keyring: the trainer's keys (login, su -l, systemd) are out of reach
         import ctypes
         ctypes.CDLL(None).syscall(job["keyctl"], 1, None)  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
-    tests = []
-    for test in job["tests"]:
+    tests = []  # (kind, code): "value" evaluates an expression, whose value the trainer checks; "assert" runs one
+    for kind, source in job["tests"]:
         try:
-            tests.append(compile(test, "<test>", "exec"))
+            tests.append((kind, compile(source, "<test>", "eval" if kind == "value" else "exec")))
         except SyntaxError:
-            tests.append(compile("assert False", "<test>", "exec"))
-    passes = [f"{job['token']} pass {i}\n" for i in range(len(tests))]
+            tests.append(("assert", compile("assert False", "<test>", "exec")))
+    token = job["token"]
     report = os.fdopen(os.dup(1), "w", buffering=1)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -125,13 +136,32 @@ def main(run=exec, exit_now=os._exit, zip=zip):  # bound now: the code may repla
         run(compile(job.pop("code"), "<completion>", "exec"), namespace)
     except BaseException:  # SystemExit too: the code crashed, no assert passes
         exit_now(0)
-    for test, line in zip(tests, passes):
+    for i, (kind, test) in enumerate(tests):
         try:
-            run(test, namespace)
+            if kind == "assert":
+                run(test, namespace)
+                line = f"{token} pass {i}"
+            else:
+                line = f"{token} value {i} {plain_repr(evaluate(test, namespace))}"
         except BaseException:
             continue
-        report.write(line)
+        report.write(line + "\n")
     exit_now(0)  # skip atexit handlers and threads the code left behind
+# repr() of a value made only of builtin types (exactly: no subclass), which the trainer can literal_eval; a value
+# with a .tolist() (numpy) is read through it; anything else is "opaque", and fails its assert.
+def plain_repr(value, type=type, repr=repr, getattr=getattr, callable=callable):
+    if not plain(value) and callable(getattr(value, "tolist", None)):
+        value = value.tolist()
+    return repr(value) if plain(value) else "opaque"
+def plain(value, type=type, all=all, atoms=(int, float, complex, str, bytes, bool, type(None)),
+          containers=(list, tuple, set, frozenset)):
+    kind = type(value)
+    if kind in atoms:
+        return True
+    if kind in containers:
+        return all(plain(item) for item in value)
+    return kind is dict and all(plain(key) and plain(item) for key, item in value.items())
+evaluate = eval
 main()
 """
 
@@ -238,12 +268,62 @@ def _uid(slot: int) -> int:
     return 1_000_000_000 + os.getpid() * 64 + slot
 
 
+def split_assert(test: str) -> tuple[str, str, object]:
+    """How one assert is graded: ("value", expression, expected) for `assert <expression> == <literal>` (either way
+    round; a message is ignored), whose expected value never enters the sandbox; else ("assert", test, None), run
+    as it is inside the sandbox.
+
+    >>> split_assert("assert add(1, 2) == 3, 'sum'"), split_assert("assert [1] == f(0)")
+    (('value', 'add(1, 2)', 3), ('value', 'f(0)', [1]))
+    >>> split_assert("assert f(0) > 1"), split_assert("assert f(0) == g(0)")
+    (('assert', 'assert f(0) > 1', None), ('assert', 'assert f(0) == g(0)', None))
+    """
+    try:
+        [node] = ast.parse(test).body
+    except (SyntaxError, ValueError):
+        return "assert", test, None
+    compare = node.test if isinstance(node, ast.Assert) else None
+    if isinstance(compare, ast.Compare) and len(compare.ops) == 1 and isinstance(compare.ops[0], ast.Eq):
+        for expression, expected in ((compare.left, compare.comparators[0]), (compare.comparators[0], compare.left)):
+            try:
+                return "value", ast.unparse(expression), ast.literal_eval(expected)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+    return "assert", test, None
+
+
+def _grade(output: bytes, token: str, tests: list[tuple[str, str, object]]) -> float | None:
+    """The fraction of `tests` passed, from the harness's report; None if the report is not the harness's alone: a
+    line of another form, or two lines for one assert (the code wrote to the report's descriptor)."""
+    prefix, seen, passed = f"{token} ".encode(), set(), 0
+    for line in output.splitlines():
+        if not line.startswith(prefix):
+            return None
+        kind, _, rest = line[len(prefix):].partition(b" ")
+        index, _, value = rest.partition(b" ")
+        if not index.isdigit() or int(index) >= len(tests) or int(index) in seen:
+            return None
+        seen.add(int(index))
+        expected_kind, _, expected = tests[int(index)]
+        if kind != {"assert": b"pass", "value": b"value"}[expected_kind] or (kind == b"pass") != (value == b""):
+            return None
+        if kind == b"pass":
+            passed += 1
+            continue
+        try:  # the trainer's own comparison of plain data: nothing the code defined runs here
+            passed += value != b"opaque" and ast.literal_eval(value.decode()) == expected
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, UnicodeDecodeError):
+            pass  # not plain data after all: the assert fails
+    return passed / len(tests)
+
+
 def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) -> float:
     """One sandboxed run of `python` in `mode`; the fraction of `tests` that passed."""
     as_root = os.geteuid() == 0
     token = secrets.token_hex(16)
-    job = json.dumps({"code": code, "tests": tests, "token": token, "limits": asdict(limits),
-                      "keyctl": SYS_KEYCTL.get(platform.machine())})
+    graded = [split_assert(test) for test in tests]
+    job = json.dumps({"code": code, "tests": [[kind, source] for kind, source, _ in graded], "token": token,
+                      "limits": asdict(limits), "keyctl": SYS_KEYCTL.get(platform.machine())})
     slot = _SLOTS.get()
     uid = _uid(slot) if as_root else None
     workdir = tempfile.mkdtemp(prefix="code-sandbox-")
@@ -266,14 +346,13 @@ def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) ->
     finally:
         _SLOTS.put(slot)
         _remove(workdir)
-    # Bytes, never decoded as a whole: the code can write to the report's descriptor. Only the harness knows the
-    # token; a report with any other line in it was tampered with (or the sandbox failed) and is not trusted.
-    lines = output.splitlines()
-    passes = {f"{token} pass {i}".encode() for i in range(len(tests))}
-    if any(line not in passes for line in lines):
+    # Bytes, never decoded as a whole: the code can write to the report's descriptor. A report with anything in it
+    # that the harness would not write was tampered with (or the sandbox failed) and is not trusted.
+    score = _grade(output, token, graded)
+    if score is None:
         _explain(output)
         return 0.0
-    return len(passes & set(lines)) / len(tests)
+    return score
 
 
 def _remove(path: str) -> None:

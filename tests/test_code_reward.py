@@ -395,3 +395,54 @@ def test_the_code_holds_no_capabilities(mode):
         tests.append("assert caps['CapBnd'] == 0")
     rewards, _ = score([read_caps], [tests], mode)
     assert rewards == [1.0]
+
+
+# In-interpreter forgeries: each passes every assert of today's harness without solving the task. The expected value
+# of `assert <call> == <literal>` never reaches the sandbox; the code's value comes back as plain data and the
+# trainer compares the two.
+ANYTHING = "class Anything:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
+FORGERIES = {  # name: (code, asserts); a correct `add` passes the asserts, none of these codes is one
+    "an object equal to everything": (ANYTHING + "def add(a, b):\n    return Anything()\n", ADD_TESTS),
+    "patched builtins": (ANYTHING + "import builtins\nbuiltins.len = lambda *args: Anything()\n"
+                         "def add(a, b):\n    return None\n",
+                         ["assert len(add([1], [2])) == 2", "assert len(add([], [])) == 0"]),
+    "the token from the harness's memory": (
+        "import gc, os\ndef add(a, b):\n    return None\n"
+        "job = next(o for o in gc.get_objects() if isinstance(o, dict) and 'token' in o and 'tests' in o)\n"
+        "for fd in range(3, 32):\n"
+        "    for i in range(3):\n"
+        "        for line in (f\"{job['token']} pass {i}\\n\", f\"{job['token']} value {i} 3\\n\"):\n"
+        "            try:\n"
+        "                os.write(fd, line.encode())\n"
+        "            except OSError:\n"
+        "                pass\n", ADD_TESTS),
+    "replaced compiled asserts": (
+        "import gc, types\ndef add(a, b):\n    return None\n"
+        "for obj in gc.get_objects():\n"
+        "    if isinstance(obj, list) and obj and all(isinstance(t, types.CodeType) for t in obj):\n"
+        "        obj[:] = [compile('pass', '<test>', 'exec')] * len(obj)\n", ADD_TESTS),
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGERIES))
+def test_in_interpreter_forgeries_do_not_pass(mode, forgery):
+    code, tests = FORGERIES[forgery]
+    rewards, seconds = score([code, ADD], [tests, tests], mode)
+    assert rewards == [0.0, 1.0] and seconds < FAST.timeout + SLACK
+
+
+@pytest.mark.parametrize("tests, expected", [
+    (["assert add(1, 2) == 3", "assert 3 == add(2, 1)", "assert add(1, 1) == 3"], 2 / 3),  # either side expected
+    (["assert add([1], [2]) == [1, 2]", "assert add((1,), (2,)) == (1, 2)", "assert add('a', 'b') == 'ab'"], 1.0),
+    (["assert add(1, 2) == 3.0", "assert add(0.1, 0.2) == 0.3"], 0.5),  # Python's own ==: 3 == 3.0, 0.30000000000000004
+    (["assert add(1, 2) == 3, 'with a message'"], 1.0),
+    (["assert add(1, 2) > 2", "assert add(1, 2) in (3, 4)", "assert add(1, 2)"], 1.0),  # other forms: in the sandbox
+    (["assert add(1, 2) == sum([1, 2])"], 1.0),  # a non-literal expected value: in the sandbox
+])
+def test_asserts_are_graded_as_python_would(tests, expected):
+    assert run_many([(ADD, tests)], limits=FAST) == [pytest.approx(expected)]
+
+
+def test_numpy_like_values_are_read_through_tolist():
+    code = "class Vector(list):\n    def tolist(self):\n        return list(self)\ndef add(a, b):\n    return Vector([a, b])\n"
+    assert run_many([(code, ["assert add(1, 2) == [1, 2]", "assert add(1, 2) == [2, 1]"])], limits=FAST) == [0.5]
