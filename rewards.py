@@ -97,6 +97,14 @@ def reward_spec(columns=(), correctness: bool = False, final_answer: Callable[[s
     return declare
 
 
+def declaration(reward_func):
+    """The function whose `@reward_spec` speaks for `reward_func`: itself, or the function a `functools.partial`
+    wraps (a reward factory's usual product), so that binding options keeps what the reward declared."""
+    while isinstance(reward_func, functools.partial) and not hasattr(reward_func, "columns"):
+        reward_func = reward_func.func
+    return reward_func
+
+
 def required_columns(reward_func) -> tuple:
     """The columns a reward needs: its `@reward_spec` columns, else the arguments its signature requires.
 
@@ -104,8 +112,8 @@ def required_columns(reward_func) -> tuple:
     >>> required_columns(mine), required_columns(accuracy_reward)
     (('answer',), (('answer', 'solution'),))
     """
-    if hasattr(reward_func, "columns"):
-        return reward_func.columns
+    if hasattr(declared := declaration(reward_func), "columns"):
+        return declared.columns
     try:
         parameters = inspect.signature(reward_func).parameters.values()
     except (TypeError, ValueError):  # a builtin or an object without a signature: assume it needs nothing
@@ -427,7 +435,7 @@ def get_overlong_reward(max_completion_length: int, buffer: float = 0.25) -> Cal
     [0.0, -0.5]
     """
     # DAPO (arXiv 2503.14476) Eq. 13: 0 up to L_max - L_cache, then (L_max - L_cache - |y|) / L_cache; -1 past L_max
-    cache = max(1, round(max_completion_length * buffer))
+    cache = max(1, int(max_completion_length * buffer))  # buffer 0.25: L // 4
     return get_soft_overlong_punishment(max_completion_len=max_completion_length, soft_punish_cache=cache)
 
 
@@ -480,6 +488,7 @@ def get_length_reward(max_completion_length: int) -> Callable:
 
 
 THINK_END = "</think>"
+THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 SOFT_FORMAT = re.compile(r"<think>.*?</think>\s*<answer>(.*?)</answer>", re.DOTALL)
 
 
@@ -495,9 +504,8 @@ def reasoning_accuracy_reward(completions, answer=None, solution=None, **kwargs)
     [1.0, 0.0, 0.0]
     """
     texts = [completion_text(c) for c in completions]
-    finals = [t.rsplit(THINK_END, 1)[1] if THINK_END in t else "" for t in texts]
-    rewards = accuracy_reward(finals, answer=answer, solution=solution)
-    return [None if r is None else (r if THINK_END in t else 0.0) for r, t in zip(rewards, texts)]
+    finals = [t.rsplit(THINK_END, 1)[1] if THINK_END in t else "" for t in texts]  # no conclusion: nothing to grade
+    return accuracy_reward(finals, answer=answer, solution=solution)
 
 
 @register("cosine", "`accuracy` scaled by length on a cosine schedule (Yeo et al. 2025, as open-r1 and TRL): right and "
@@ -514,11 +522,11 @@ def get_cosine_reward(max_completion_length: int, min_value_wrong: float = -1.0,
     >>> cosine(["<answer>7</answer>", "<answer>8</answer>"], answer=["7", "7"], completion_ids=[[1] * 50] * 2)
     [0.75, -0.75]
     """
-    return reward_spec(columns=[("answer", "solution")])(functools.partial(
-        cosine_reward, max_len=max_completion_length, wrong=(max_value_wrong, min_value_wrong),
-        correct=(min_value_correct, max_value_correct)))
+    return functools.partial(cosine_reward, max_len=max_completion_length, wrong=(max_value_wrong, min_value_wrong),
+                             correct=(min_value_correct, max_value_correct))
 
 
+@reward_spec(columns=[("answer", "solution")])
 def cosine_reward(completions, completion_ids, max_len: int, wrong: tuple, correct: tuple, answer=None, solution=None,
                   **kwargs) -> list[float | None]:
     """See `get_cosine_reward`: v_min + (v_max - v_min) (1 + cos(pi min(n / L, 1))) / 2, the bounds by correctness."""
@@ -545,9 +553,10 @@ def soft_format_reward(completions, **kwargs) -> list[float]:
     rewards = []
     for completion in completions:
         text = completion_text(completion)
-        match = SOFT_FORMAT.search(text)
-        rewards.append(1.0 if match and match.group(1).strip() else 0.5 if re.search(r"<think>.*?</think>", text,
-                                                                                     re.DOTALL) else 0.0)
+        if (match := SOFT_FORMAT.search(text)) and match.group(1).strip():
+            rewards.append(1.0)
+        else:
+            rewards.append(0.5 if THINK_BLOCK.search(text) else 0.0)
     return rewards
 
 
@@ -576,8 +585,8 @@ class CheckedReward:
         self.reward_func = reward_func
         # what the reward declares (reward_spec), so the scripts can check columns and pick eval metrics
         self.columns = required_columns(reward_func)
-        self.correctness = getattr(reward_func, "correctness", False)
-        self.final_answer = getattr(reward_func, "final_answer", None)
+        self.correctness = getattr(declaration(reward_func), "correctness", False)
+        self.final_answer = getattr(declaration(reward_func), "final_answer", None)
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
         try:
@@ -753,5 +762,4 @@ def get_code_reward(max_completion_length: int, timeout: float = 10.0) -> Callab
     import code_sandbox
 
     limits = replace(code_sandbox.LIMITS, timeout=timeout, cpu=math.ceil(timeout))
-    reward = functools.partial(code_reward, limits=limits)  # a partial pickles
-    return reward_spec(columns=["tests"], correctness=True)(reward)
+    return functools.partial(code_reward, limits=limits)  # a partial pickles
