@@ -184,18 +184,16 @@ def load_prompt_dataset(
         a message naming what is there. Every other column (e.g. `answer`) is kept: the reward functions receive it as a kwarg.
     """
     path = Path(dataset_name)
+    if path.is_file() and path.suffix not in LOCAL_FILE_BUILDERS:
+        raise SystemExit(f"error: cannot read '{path}': use a {', '.join(LOCAL_FILE_BUILDERS)} file, or a folder")
+    # `datasets` fails on an empty data file with a bare StopIteration (one file) or "Instruction 'test' corresponds
+    # to no data" (a split file in a folder)
+    for file in [path] if path.is_file() else sorted(path.rglob("*")) if path.is_dir() else []:
+        if file.suffix in LOCAL_FILE_BUILDERS and file.stat().st_size == 0:
+            raise SystemExit(f"error: {file} is empty")
     if path.is_file():
-        builder = LOCAL_FILE_BUILDERS.get(path.suffix)
-        if builder is None:
-            raise SystemExit(f"error: cannot read '{path}': use a {', '.join(LOCAL_FILE_BUILDERS)} file, or a folder")
-        if path.stat().st_size == 0:  # `datasets` fails on an empty file with a bare StopIteration
-            raise SystemExit(f"error: {path} is empty")
-        dataset = load_dataset(builder, data_files={"train": str(path)})
+        dataset = load_dataset(LOCAL_FILE_BUILDERS[path.suffix], data_files={"train": str(path)})
     else:  # a local folder, or a dataset on the hub
-        if path.is_dir():  # `datasets` fails on an empty split file with "Instruction 'test' corresponds to no data"
-            for file in sorted(path.rglob("*")):
-                if file.suffix in LOCAL_FILE_BUILDERS and file.stat().st_size == 0:
-                    raise SystemExit(f"error: {file} is empty")
         dataset = load_dataset(dataset_name, name=dataset_config)
 
     if train_split not in dataset:
