@@ -187,3 +187,15 @@ def spied(tmp_path: Path) -> tuple[list[str], dict, Path]:
 
 def spied_calls(spy_file: Path, call: str) -> list[str]:
     return [c["arg"] for c in read_jsonl(spy_file) if c["call"] == call] if spy_file.exists() else []
+
+
+# A reward that scores nothing and records the prompts its process was given: one JSON list per call, in
+# $PROBE_DIR/rank<RANK>.jsonl. Tests of the data split between processes read it.
+RANK_PROBE = """
+import json, os
+
+def rank_probe(completions, prompts, **kwargs):
+    with open(os.path.join(os.environ["PROBE_DIR"], f"rank{os.environ['RANK']}.jsonl"), "a") as f:
+        f.write(json.dumps(list(map(str, prompts))) + "\\n")
+    return [0.0] * len(completions)
+"""

@@ -7,17 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, THREADS, accelerate_ddp, ddp_flags, free_port, read_jsonl, run_script
-
-# A reward that scores nothing and records which prompts each rank was given, one line per call.
-RANK_PROBE = '''
-import json, os
-
-def rank_probe(completions, prompts, **kwargs):
-    with open(os.path.join(os.environ["PROBE_DIR"], f"rank{os.environ['RANK']}.jsonl"), "a") as f:
-        f.write(json.dumps(sorted(set(map(str, prompts)))) + "\\n")
-    return [0.0] * len(completions)
-'''
+from conftest import RANK_PROBE, REPO, THREADS, accelerate_ddp, ddp_flags, free_port, read_jsonl, run_script
 
 
 def test_grpo_two_processes(tmp_path):
@@ -39,7 +29,7 @@ def test_grpo_two_processes(tmp_path):
     assert (out / "model.safetensors").exists() and (out / "reward_curve.png").exists()
 
     # the data is split across ranks: at every step the two ranks scored different prompts
-    rank0, rank1 = read_jsonl(tmp_path / "rank0.jsonl"), read_jsonl(tmp_path / "rank1.jsonl")
+    rank0, rank1 = ([set(call) for call in read_jsonl(tmp_path / f"rank{r}.jsonl")] for r in (0, 1))
     assert len(rank0) == len(rank1) == steps
     for prompts0, prompts1 in zip(rank0, rank1):
         assert len(prompts0) == len(prompts1) == 2  # 16 completions per rank = 2 prompts x 8 generations

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 import torch
-from conftest import (ADDITION, REPO, TINY_MODEL, accelerate_ddp, assert_adapter_trained, assert_run_summary,
-                      assert_summary_means, assert_trained, ddp_flags, read_jsonl, run_script, spied, spied_calls,
-                      write_jsonl)
+from conftest import (ADDITION, RANK_PROBE, REPO, TINY_MODEL, accelerate_ddp, assert_adapter_trained,
+                      assert_run_summary, assert_summary_means, assert_trained, ddp_flags, read_jsonl, run_script, spied,
+                      spied_calls, write_jsonl)
 
 from common import device_defaults
 from rewards import accuracy_reward, get_reward_funcs
@@ -26,17 +26,6 @@ def spy(completions, prompts, completion_ids, **kwargs):
             f.write(json.dumps({"prompt": prompts[i], "completion": completion, "completion_ids": completion_ids[i],
                                 **{k: v[i] for k, v in kwargs.items()}}) + "\\n")
     return [float(len(c)) for c in completions]
-"""
-
-
-# A reward that scores nothing and records the prompts each process was given, one line per call.
-RANK_PROBE = """
-import json, os
-
-def rank_probe(completions, prompts, **kwargs):
-    with open(os.path.join(os.environ["PROBE_DIR"], f"rank{os.environ['RANK']}.jsonl"), "a") as f:
-        f.write(json.dumps(list(map(str, prompts))) + "\\n")
-    return [0.0] * len(completions)
 """
 
 
