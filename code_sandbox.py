@@ -149,10 +149,12 @@ def main(run=exec, exit_now=os._exit, zip=zip):  # bound now: the code may repla
     exit_now(0)  # skip atexit handlers and threads the code left behind
 # repr() of a value made only of builtin types (exactly: no subclass), which the trainer can literal_eval; a value
 # with a .tolist() (numpy) is read through it; anything else is "opaque", and fails its assert.
-def plain_repr(value, type=type, repr=repr, getattr=getattr, callable=callable):
-    if not plain(value) and callable(getattr(value, "tolist", None)):
-        value = value.tolist()
-    return repr(value) if plain(value) else "opaque"
+def plain_repr(value, repr=repr, getattr=getattr, callable=callable):
+    if plain(value):
+        return repr(value)
+    if callable(getattr(value, "tolist", None)) and plain(value := value.tolist()):
+        return repr(value)
+    return "opaque"
 def plain(value, type=type, all=all, atoms=(int, float, complex, str, bytes, bool, type(None)),
           containers=(list, tuple, set, frozenset)):
     kind = type(value)
