@@ -1,5 +1,6 @@
 """The `code` reward and its sandbox: scoring, then hostile completions that must score 0, in time, harming nothing."""
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -349,10 +350,10 @@ def mode(request):
     return request.param
 
 
-def score(codes, tests, mode):
+def score(codes, tests, mode, limits=FAST):
     start = time.monotonic()
     rewards = run_many([(code, split_tests(t) if isinstance(t, str) else t) for code, t in zip(codes, tests)],
-                       limits=FAST, mode=mode)
+                       limits=limits, mode=mode)
     return rewards, time.monotonic() - start
 
 
@@ -404,13 +405,16 @@ def test_the_trainers_session_keyring_is_out_of_reach(mode):
 
 def test_memory_in_memfd_files_stays_under_the_documented_ceiling(mode):
     """Files in memory (memfd_create) are not address space: RLIMIT_AS does not see them. The open-file limit and
-    the file-size limit cap them at Limits.open_files x Limits.file_size per process."""
+    the file-size limit cap them at Limits.open_files x Limits.file_size per process. A 1 MiB file size keeps the
+    ceiling (32 MiB) cheap to reach on a busy machine; without the open-file cap the code would hold gigabytes."""
+    limits = dataclasses.replace(FAST, file_size=1 << 20)
     fill = ("import os\nheld, total = [], 0\nwhile total < (3 << 30):\n    try:\n        fd = os.memfd_create('m')\n"
-            "        held.append(fd)\n        for _ in range(16):\n            os.write(fd, b'x' * (1 << 20))\n"
-            "            total += 1 << 20\n    except OSError:\n        break\n")
-    ceiling = FAST.open_files * FAST.file_size
-    rewards, seconds = score([fill], [["assert total > 0", f"assert total <= {ceiling}"]], mode)
-    assert rewards == [1.0] and seconds < FAST.timeout + SLACK
+            "        held.append(fd)\n        for _ in range(4):\n            os.write(fd, b'x' * (1 << 18))\n"
+            "            total += 1 << 18\n    except OSError:\n        break\n")
+    ceiling = limits.open_files * limits.file_size
+    rewards, seconds = score([fill], [["assert total > 0", f"assert total <= {ceiling}"]], mode, limits)
+    assert rewards == [1.0], f"scored {rewards} in {seconds:.1f} s"
+    assert seconds < limits.timeout + SLACK
 
 
 def test_the_code_holds_no_capabilities(mode):
