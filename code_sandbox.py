@@ -45,12 +45,16 @@ In every mode, when the trainer runs as root the code runs as an unprivileged ui
 concurrent run, via `setpriv`, with no_new_privs): root ignores RLIMIT_NPROC, may raise any rlimit again, and
 can do anything else. In rlimits mode, and after a timeout, every process left under that uid is then killed.
 
-In every mode the harness also caps open files (with `file_size`, this bounds memory held in memfd files) and
-joins a new, empty session keyring, so the trainer's keys are out of reach; as root, the code holds no
+In every mode the harness also caps open files (with `file_size`, this bounds memory held in memfd files),
+joins a new, empty session keyring, so the trainer's keys are out of reach, and installs a seccomp filter
+(`seccomp_filter`, where libseccomp and pyseccomp are installed) that fails keyctl, new namespaces (nested user
+namespaces hand out capabilities), ptrace, bpf, io_uring and a few more with EPERM. As root, the code holds no
 capabilities, bounding and inheritable sets included. The parent reads the report as bytes and scores 0 any
 report with a line that is not the harness's, and removes the work directory with coreutils, however deep.
+`tests/test_code_reward.py` runs one hostile completion per attack class in every mode, as root and as an
+ordinary user.
 
-Not protected in any mode: kernel exploits (no seccomp filter; nested user namespaces work); total memory, which
+Not protected in any mode: kernel exploits through the syscalls the filter allows; total memory, which
 is at most `Limits.processes * (Limits.memory + Limits.open_files * Limits.file_size)` per run, plus, outside
 bwrap, files left in the host's /dev/shm, as nothing here uses cgroups; CPU contention between runs; reward
 hacking of asserts that are not `<expression> == <literal>`, which run inside the interpreter the code shares.
@@ -58,6 +62,8 @@ hacking of asserts that are not `<expression> == <literal>`, which run inside th
 """
 
 import ast
+import errno
+import functools
 import json
 import logging
 import os
@@ -120,6 +126,16 @@ def main(run=exec, exit_now=os._exit, zip=zip):  # bound now: the code may repla
     if job["keyctl"]:  # a new, empty session keyring: the trainer's keys (login, su -l, systemd) are out of reach
         import ctypes
         ctypes.CDLL(None).syscall(job["keyctl"], 1, None)  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
+    if job["seccomp"]:  # the parent's BPF program (seccomp_filter); from now on keyctl, unshare, ... fail with EPERM
+        import ctypes
+        program = bytes.fromhex(job["seccomp"])
+        class Program(ctypes.Structure):  # struct sock_fprog
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+        libc, ulong = ctypes.CDLL(None, use_errno=True), ctypes.c_ulong
+        if (libc.prctl(38, ulong(1), ulong(0), ulong(0), ulong(0))  # PR_SET_NO_NEW_PRIVS, which seccomp requires
+                or libc.prctl(22, ulong(2), ctypes.byref(Program(len(program) // 8, program)), ulong(0), ulong(0))):
+            print("seccomp filter not installed:", os.strerror(ctypes.get_errno()), flush=True)  # fails the run
+            exit_now(1)
     tests = []  # (kind, code): "value" evaluates an expression, whose value the trainer checks; "assert" runs one
     for kind, source in job["tests"]:
         try:
@@ -198,17 +214,57 @@ def split_tests(tests) -> list[str]:
 # ---- the sandbox modes --------------------------------------------------------------------------------------------
 
 
-def _python_dirs() -> list[str]:
-    """The directories that hold this Python (venv and base install), outside /usr, for bwrap to bind read-only."""
-    dirs = set()
-    for path in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
-        dirs |= {os.path.abspath(path), os.path.realpath(path)}
-    dirs.add(os.path.dirname(os.path.realpath(sys.executable)))
+# Syscalls that Python code has no need for and that kernel exploits and sandbox escapes start from. The filter
+# fails them with EPERM (clone3 with ENOSYS, so that glibc falls back to clone, whose flags a filter can read).
+BLOCKED_SYSCALLS = ("keyctl", "add_key", "request_key",  # the kernel's keyrings: the trainer's secrets
+                    "unshare", "setns",  # new namespaces: nested user namespaces hand out capabilities
+                    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+                    "ptrace", "process_vm_readv", "process_vm_writev", "kexec_load", "mount", "umount2", "pivot_root")
+CLONE_NEW = {"NEWNS": 0x20000, "NEWCGROUP": 0x2000000, "NEWUTS": 0x4000000, "NEWIPC": 0x8000000,
+             "NEWUSER": 0x10000000, "NEWPID": 0x20000000, "NEWNET": 0x40000000}  # clone(2) flags for new namespaces
+
+
+@functools.cache
+def seccomp_filter() -> bytes | None:
+    """The seccomp BPF program the harness installs before the code runs, or None where libseccomp is missing.
+
+    libseccomp compiles it (through pyseccomp, a ctypes binding: the harness itself installs the bytes with one
+    prctl and needs no package). Everything is allowed except BLOCKED_SYSCALLS and clone() with a CLONE_NEW* flag.
+    A process of another architecture (x32, i386 system calls) is killed.
+    """
+    try:
+        import pyseccomp as seccomp
+    except (ImportError, OSError, RuntimeError) as err:  # RuntimeError: pyseccomp found no libseccomp
+        logger.warning("code sandbox: no seccomp filter (%s); keyrings and nested namespaces stay open to the code. "
+                       "Install libseccomp2 and pyseccomp.", err)
+        return None
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    for name in BLOCKED_SYSCALLS:
+        try:
+            rules.add_rule(seccomp.ERRNO(errno.EPERM), name)
+        except OSError:  # no such syscall on this architecture (aarch64 has no umount2 alias, ...)
+            pass
+    for flag in CLONE_NEW.values():  # clone's first argument is its flags on x86_64 and aarch64
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    with tempfile.TemporaryFile() as program:
+        rules.export_bpf(program)
+        program.seek(0)
+        return program.read()
+
+
+def _python_dirs(python: str) -> list[str]:
+    """The directories that hold `python` (for this Python: venv and base install), outside /usr, for bwrap to bind
+    read-only."""
+    dirs = {os.path.dirname(os.path.realpath(python))}
+    if python == sys.executable:
+        for path in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
+            dirs |= {os.path.abspath(path), os.path.realpath(path)}
     dirs = {d for d in dirs if d != "/usr" and not d.startswith("/usr/")}
     return sorted(d for d in dirs if not any(d.startswith(other + "/") for other in dirs))
 
 
-def _bwrap(limits: Limits, as_root: bool) -> list[str]:
+def _bwrap(limits: Limits, as_root: bool, python: str) -> list[str]:
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/usr", "/usr"]
     if as_root:  # root needs no user namespace; setpriv drops to `_uid` inside, with only these capabilities
@@ -220,7 +276,7 @@ def _bwrap(limits: Limits, as_root: bool) -> list[str]:
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
-    python_dirs = _python_dirs()
+    python_dirs = _python_dirs(python)
     parents = {os.path.dirname(d) for d in python_dirs}
     parents = {p for d in parents for p in _ancestors(d)}
     for parent in sorted(parents, key=lambda p: p.count("/")):  # else bwrap creates them 0700, unreadable to _uid
@@ -325,7 +381,8 @@ def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) ->
     token = secrets.token_hex(16)
     graded = [split_assert(test) for test in tests]
     job = json.dumps({"code": code, "tests": [[kind, source] for kind, source, _ in graded], "token": token,
-                      "limits": asdict(limits), "keyctl": SYS_KEYCTL.get(platform.machine())})
+                      "limits": asdict(limits), "keyctl": SYS_KEYCTL.get(platform.machine()),
+                      "seccomp": (seccomp_filter() or b"").hex()})
     slot = _SLOTS.get()
     uid = _uid(slot) if as_root else None
     workdir = tempfile.mkdtemp(prefix="code-sandbox-")
@@ -337,7 +394,7 @@ def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) ->
             job_file.seek(0)
             if uid is not None:  # the weaker modes run in `workdir`; bwrap uses its own tmpfs instead
                 os.chown(workdir, uid, uid)
-            prefix = {"bwrap": _bwrap(limits, as_root), "unshare": _unshare(as_root), "rlimits": []}[mode]
+            prefix = {"bwrap": _bwrap(limits, as_root, python), "unshare": _unshare(as_root), "rlimits": []}[mode]
             proc = subprocess.Popen([*prefix, *_setpriv(uid), python, "-I", "-c", HARNESS],
                                     stdin=job_file, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
                                     env={**ENV, "HOME": workdir, "TMPDIR": workdir}, start_new_session=True)
@@ -420,19 +477,36 @@ _PYTHONS: dict[str, str | None] = {}  # mode -> the Python that works in it, or 
 
 
 def working_python(mode: str) -> str | None:
-    """The Python that scores a trivial job correctly in `mode`, or None if `mode` does not work here; probed once.
+    """The Python that runs a trivial job correctly in `mode`, or None if `mode` does not work here; probed once.
 
-    This Python, else the system's /usr/bin/python3: in the weaker modes, when we are root, the code runs as an
-    unprivileged uid, which cannot reach a Python installed under /root. bwrap binds this Python in.
+    This Python, else the system's /usr/bin/python3: when we are root the code runs as an unprivileged uid, which
+    may not reach a Python installed under /root, and bwrap can bind only what that uid may read. The probe also
+    checks that the sandboxed Python loads the standard library it loads here, not another it falls back to.
+    Using another Python than this one is logged: the code cannot import what is installed only here.
     """
     with _LOCK:
         if mode not in _PYTHONS:
             tools = {"bwrap": ["bwrap", "setpriv"], "unshare": ["unshare", "setpriv"], "rlimits": ["setpriv"]}[mode]
-            pythons = [sys.executable] if mode == "bwrap" else dict.fromkeys([sys.executable, "/usr/bin/python3"])
-            probe = ("x = 1", ["assert x == 1", "assert x == 2"], Limits(timeout=30))
-            _PYTHONS[mode] = next((python for python in pythons if all(map(shutil.which, tools))
-                                   and os.path.exists(python) and _run(*probe, mode, python) == 0.5), None)
+            pythons = dict.fromkeys([sys.executable, "/usr/bin/python3"]) if all(map(shutil.which, tools)) else []
+            _PYTHONS[mode] = next((python for python in pythons if _probe(python, mode)), None)
+            if _PYTHONS[mode] not in (None, sys.executable):
+                logger.warning("code sandbox: %s mode runs the code with %s: %s does not work there (its uid cannot "
+                               "read it, or its standard library). Packages installed only here are not importable.",
+                               mode, _PYTHONS[mode], sys.executable)
         return _PYTHONS[mode]
+
+
+def _probe(python: str, mode: str) -> bool:
+    """Whether `python` scores a trivial job correctly in `mode`, having loaded the standard library it loads here."""
+    if not os.path.exists(python):
+        return False
+    try:
+        stdlib = subprocess.run([python, "-I", "-c", "import os; print(os.path.dirname(os.__file__))"],
+                                capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return False
+    probe = "import os\nstdlib = os.path.dirname(os.__file__)\n"
+    return _run(probe, [f"assert stdlib == {stdlib!r}", "assert stdlib == None"], Limits(timeout=30), mode, python) == 0.5
 
 
 def sandbox_mode() -> str:

@@ -343,6 +343,10 @@ def test_grpo_runs_on_the_bundled_code_task(tmp_path):
 # ---- issue 11: what the code may not do to the trainer, in every mode this machine has -------------------------------
 
 MODES_HERE = [mode for mode in code_sandbox.MODES if working_python(mode)]
+KNOWN_ARCH = platform.machine() in ("x86_64", "aarch64")  # the syscall numbers below are known for these
+SYSCALLS = {"x86_64": {"keyctl": 250, "add_key": 248, "clone": 56},
+            "aarch64": {"keyctl": 219, "add_key": 217, "clone": 220}}.get(platform.machine(), {})
+HOSTILE_LIMITS = dataclasses.replace(FAST, file_size=1 << 20)  # 1 MiB files: the memfd ceiling is 32 MiB
 
 
 @pytest.fixture(params=MODES_HERE)
@@ -357,109 +361,197 @@ def score(codes, tests, mode, limits=FAST):
     return rewards, time.monotonic() - start
 
 
-def test_a_malformed_report_scores_0_and_never_reaches_the_trainer(mode, caplog, monkeypatch):
-    """Bytes that are not UTF-8, or any line that is not the harness's own, on any descriptor the code can reach:
-    the run scores 0 (a tampered report is not trusted), the reason is logged, and the trainer carries on."""
-    tamper = "import os\nfor fd in range(1, 64):\n    try:\n        os.write(fd, b'\\xff\\xfe not a report\\n')\n" \
-             "    except OSError:\n        pass\n"
-    monkeypatch.setattr(code_sandbox._explain, "count", 0, raising=False)  # the first such report is logged in full
-    with caplog.at_level("WARNING", logger="code_sandbox"):
-        rewards, seconds = score([tamper + ADD, ADD], [ADD_TESTS] * 2, mode)
-    assert rewards == [0.0, 1.0] and seconds < FAST.timeout + SLACK
-    assert "not the harness's report" in caplog.text
-
-
-def test_a_deep_directory_tree_is_cleaned_up(mode):
-    deep = "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\n"  # past rmtree's recursion limit
-    before = work_dirs()
-    rewards, seconds = score([deep + ADD, ADD], [ADD_TESTS] * 2, mode)
-    assert rewards == [1.0, 1.0] and seconds < FAST.timeout + SLACK
-    assert work_dirs() <= before  # nothing left behind
-
-
-KEYCTL_SEARCH = """
-import ctypes, os, platform
-SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}[platform.machine()]
-libc = ctypes.CDLL(None, use_errno=True)
-key = libc.syscall(SYS_KEYCTL, 10, -3, b"user", b"sandbox-test-secret", 0)  # KEYCTL_SEARCH the session keyring
+CTYPES = "import ctypes, os, subprocess\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+ANYTHING = "class Anything:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
+FORGE_WITH_TOKEN = (  # given `token`, write a pass line and a value line for each assert to every descriptor
+    "def add(a, b):\n    return None\n"
+    "for fd in range(1, 32):\n"
+    "    for i in range(3):\n"
+    "        for line in (f'{token} pass {i}\\n', f'{token} value {i} 3\\n'):\n"
+    "            try:\n"
+    "                os.write(fd, line.encode())\n"
+    "            except OSError:\n"
+    "                pass\n")
+KEYCTL_SEARCH = CTYPES + f"""
+SYSCALLS = {SYSCALLS!r}
+key = libc.syscall(SYSCALLS["keyctl"], 10, -3, b"user", b"sandbox-test-secret", 0)  # KEYCTL_SEARCH the session keyring
 buffer = ctypes.create_string_buffer(64)
-read = libc.syscall(SYS_KEYCTL, 11, key, buffer, 64) if key > 0 else -1  # KEYCTL_READ
+read = libc.syscall(SYSCALLS["keyctl"], 11, key, buffer, 64) if key > 0 else -1  # KEYCTL_READ
 leaked = buffer.raw[:read] if read > 0 else None
 """
+READ_CAPS = ("caps = {line.split(':')[0]: int(line.split()[1], 16) for line in open('/proc/self/status')\n"
+             "        if line.startswith('Cap')}\n")
 
-
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="keyctl syscall numbers known for these")
-def test_the_trainers_session_keyring_is_out_of_reach(mode):
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    sys_add_key = {"x86_64": 248, "aarch64": 217}[platform.machine()]
-    if libc.syscall(sys_add_key, b"user", b"sandbox-test-secret", b"hunter2", 7, -3) < 0:  # into our session keyring
-        pytest.skip(f"no session keyring here: {os.strerror(ctypes.get_errno())}")
-    # the probe finds the key from a plain child of the trainer: the attack works outside the sandbox
-    found = subprocess.run([sys.executable, "-c", KEYCTL_SEARCH + "print(leaked)"], capture_output=True, text=True)
-    assert "hunter2" in found.stdout
-    rewards, _ = score([KEYCTL_SEARCH, "leaked = None"], [["assert leaked is None"]] * 2, mode)
-    assert rewards == [1.0, 1.0]
-
-
-def test_memory_in_memfd_files_stays_under_the_documented_ceiling(mode):
-    """Files in memory (memfd_create) are not address space: RLIMIT_AS does not see them. The open-file limit and
-    the file-size limit cap them at Limits.open_files x Limits.file_size per process. A 1 MiB file size keeps the
-    ceiling (32 MiB) cheap to reach on a busy machine; without the open-file cap the code would hold gigabytes."""
-    limits = dataclasses.replace(FAST, file_size=1 << 20)
-    fill = ("import os\nheld, total = [], 0\nwhile total < (3 << 30):\n    try:\n        fd = os.memfd_create('m')\n"
-            "        held.append(fd)\n        for _ in range(4):\n            os.write(fd, b'x' * (1 << 18))\n"
-            "            total += 1 << 18\n    except OSError:\n        break\n")
-    ceiling = limits.open_files * limits.file_size
-    rewards, seconds = score([fill], [["assert total > 0", f"assert total <= {ceiling}"]], mode, limits)
-    assert rewards == [1.0], f"scored {rewards} in {seconds:.1f} s"
-    assert seconds < limits.timeout + SLACK
-
-
-def test_the_code_holds_no_capabilities(mode):
-    read_caps = ("caps = {line.split(':')[0]: int(line.split()[1], 16) for line in open('/proc/self/status')\n"
-                 "        if line.startswith('Cap')}\n")
-    tests = ["assert caps['CapEff'] == 0", "assert caps['CapPrm'] == 0", "assert caps['CapInh'] == 0",
-             "assert caps['CapAmb'] == 0"]
-    if os.geteuid() == 0:  # setpriv can empty the bounding set only with CAP_SETPCAP, which a non-root trainer lacks
-        tests.append("assert caps['CapBnd'] == 0")
-    rewards, _ = score([read_caps], [tests], mode)
-    assert rewards == [1.0]
-
-
-# In-interpreter forgeries: each passes every assert of today's harness without solving the task. The expected value
-# of `assert <call> == <literal>` never reaches the sandbox; the code's value comes back as plain data and the
-# trainer compares the two.
-ANYTHING = "class Anything:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
-FORGERIES = {  # name: (code, asserts); a correct `add` passes the asserts, none of these codes is one
-    "an object equal to everything": (ANYTHING + "def add(a, b):\n    return Anything()\n", ADD_TESTS),
+# Hostile completions, one per attack class of issue 11: name -> (code, asserts, the score it must get). Each runs
+# beside a correct `add`, which must still score 1, as the trainer's user (root here) and as an ordinary user.
+HOSTILE = {
+    "a malformed report": (  # bytes that are not UTF-8, lines that are not the harness's, on every descriptor
+        "import os\nfor fd in range(1, 64):\n    try:\n        os.write(fd, b'\\xff\\xfe not a report\\n')\n"
+        "    except OSError:\n        pass\n" + ADD, ADD_TESTS, 0.0),
+    "a deep directory tree": (  # deeper than shutil.rmtree's recursion limit
+        "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\n" + ADD, ADD_TESTS, 1.0),
+    "reading the trainer's session keyring": (KEYCTL_SEARCH, ["assert leaked is None"], 1.0),
+    "memory in memfd files": (  # not address space: only the open-file and file-size limits bound it
+        "import os\nheld, total = [], 0\nwhile total < (256 << 20):\n    try:\n        fd = os.memfd_create('m')\n"
+        "        held.append(fd)\n        for _ in range(4):\n            os.write(fd, b'x' * (1 << 18))\n"
+        "            total += 1 << 18\n    except OSError:\n        break\n",
+        ["assert total > 0", f"assert total <= {HOSTILE_LIMITS.open_files * HOSTILE_LIMITS.file_size}"], 1.0),
+    "capabilities": (READ_CAPS, [f"assert caps['Cap{kind}'] == 0" for kind in ("Eff", "Prm", "Inh", "Amb")], 1.0),
+    # nested user namespaces (a private netns with CAP_NET_ADMIN: the usual first step of kernel exploits), three ways
+    "a user namespace by unshare(2)": (CTYPES + "made = libc.unshare(0x10000000) == 0\n",  # CLONE_NEWUSER
+                                       ["assert made is False"], 1.0),
+    "a user namespace by clone(2)": (
+        CTYPES + f"pid = libc.syscall({SYSCALLS.get('clone')}, 0x10000000 | 17, 0, 0, 0, 0)\n"  # | SIGCHLD
+        "if pid == 0:\n    os._exit(0)\nmade = pid > 0 and os.waitpid(pid, 0)[1] == 0\n", ["assert made is False"], 1.0),
+    "a network namespace by unshare(1)": (
+        CTYPES + "made = subprocess.run(['unshare', '--user', '--map-root-user', '--net', 'true']).returncode == 0\n",
+        ["assert made is False"], 1.0),
+    # in-interpreter forgeries: each passed every assert of the old harness without solving the task
+    "an object equal to everything": (ANYTHING + "def add(a, b):\n    return Anything()\n", ADD_TESTS, 0.0),
     "patched builtins": (ANYTHING + "import builtins\nbuiltins.len = lambda *args: Anything()\n"
                          "def add(a, b):\n    return None\n",
-                         ["assert len(add([1], [2])) == 2", "assert len(add([], [])) == 0"]),
+                         ["assert len(add([1], [2])) == 2", "assert len(add([], [])) == 0"], 0.0),
     "the token from the harness's memory": (
-        "import gc, os\ndef add(a, b):\n    return None\n"
-        "job = next(o for o in gc.get_objects() if isinstance(o, dict) and 'token' in o and 'tests' in o)\n"
-        "for fd in range(3, 32):\n"
-        "    for i in range(3):\n"
-        "        for line in (f\"{job['token']} pass {i}\\n\", f\"{job['token']} value {i} 3\\n\"):\n"
-        "            try:\n"
-        "                os.write(fd, line.encode())\n"
-        "            except OSError:\n"
-        "                pass\n", ADD_TESTS),
+        "import gc, os\n"
+        "token = next(o for o in gc.get_objects() if isinstance(o, dict) and 'token' in o and 'tests' in o)['token']\n"
+        + FORGE_WITH_TOKEN, ADD_TESTS, 0.0),
+    "the token through /proc/<pid>/fd": (  # the job, in any process's open files that the code can read
+        "import os, re\ntoken = 'none'\n"
+        "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "    try:\n        fds = os.listdir(f'/proc/{pid}/fd')\n    except OSError:\n        continue\n"
+        "    for fd in fds:\n"
+        "        try:\n"
+        "            with open(os.open(f'/proc/{pid}/fd/{fd}', os.O_RDONLY | os.O_NONBLOCK), 'rb') as file:\n"
+        "                found = re.search(rb'\"token\": \"(\\\\w+)\"', file.read(1 << 20))\n"
+        "        except OSError:\n            continue\n"
+        "        token = found.group(1).decode() if found else token\n" + FORGE_WITH_TOKEN, ADD_TESTS, 0.0),
     "replaced compiled asserts": (
         "import gc, types\ndef add(a, b):\n    return None\n"
         "for obj in gc.get_objects():\n"
         "    if isinstance(obj, list) and obj and all(isinstance(t, types.CodeType) for t in obj):\n"
-        "        obj[:] = [compile('pass', '<test>', 'exec')] * len(obj)\n", ADD_TESTS),
+        "        obj[:] = [compile('pass', '<test>', 'exec')] * len(obj)\n", ADD_TESTS, 0.0),
+    # last: in rlimits mode as an ordinary user every run shares one uid, and the bomb's zombies hold that uid's
+    # process limit until init reaps them, which can take seconds
+    "a fork bomb": (FORK_BOMB + ADD, ADD_TESTS, 0.0),
 }
 
 
-@pytest.mark.parametrize("forgery", sorted(FORGERIES))
-def test_in_interpreter_forgeries_do_not_pass(mode, forgery):
-    code, tests = FORGERIES[forgery]
-    rewards, seconds = score([code, ADD], [tests, tests], mode)
-    assert rewards == [0.0, 1.0] and seconds < FAST.timeout + SLACK
+def add_key_to_session_keyring() -> bool:
+    """Put a secret into this process's session keyring, as `login`, `su -l` or systemd would hold one."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(SYSCALLS["add_key"], b"user", b"sandbox-test-secret", b"hunter2", 7, -3) > 0
+
+
+@pytest.mark.skipif(not KNOWN_ARCH, reason="the hostile table's syscall numbers are known for x86_64 and aarch64")
+@pytest.mark.parametrize("attack", HOSTILE)
+def test_a_hostile_completion_gets_its_score_and_harms_nothing(mode, attack):
+    code, tests, expected = HOSTILE[attack]
+    if attack == "reading the trainer's session keyring" and not add_key_to_session_keyring():
+        pytest.skip("no session keyring here")
+    before = work_dirs()
+    rewards, seconds = score([code, ADD], [tests, ADD_TESTS], mode, HOSTILE_LIMITS)
+    assert rewards == [expected, 1.0], f"scored {rewards} in {seconds:.1f} s"
+    assert seconds < FAST.timeout + SLACK
+    assert work_dirs() <= before  # nothing left behind
+    assert_no_leftovers()
+
+
+def test_the_attacks_work_outside_the_sandbox():
+    """Each hostile code that must score 1 in the sandbox (it found nothing) does find its target when run as a
+    plain child of the trainer, so those entries test the sandbox, not a machine that lacks the feature."""
+    if not KNOWN_ARCH or os.geteuid() != 0:
+        pytest.skip("as root on x86_64 or aarch64 only: capabilities and namespaces need root here")
+    assert add_key_to_session_keyring()
+    found = {"reading the trainer's session keyring": "leaked is not None", "capabilities": "caps['CapEff'] != 0",
+             "a user namespace by unshare(2)": "made", "a user namespace by clone(2)": "made",
+             "a network namespace by unshare(1)": "made"}
+    for attack, condition in found.items():
+        probe = HOSTILE[attack][0] + f"\nimport sys\nsys.exit(0 if {condition} else 1)\n"
+        assert subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0, attack
+
+
+def test_a_malformed_report_is_logged(caplog, monkeypatch):
+    monkeypatch.setattr(code_sandbox._explain, "count", 0, raising=False)  # the first such report is logged in full
+    code, tests, _ = HOSTILE["a malformed report"]
+    with caplog.at_level("WARNING", logger="code_sandbox"):
+        assert score([code], [tests], sandbox_mode())[0] == [0.0]
+    assert "not the harness's report" in caplog.text
+
+
+def test_memory_in_memfd_files_needs_the_open_file_cap(monkeypatch):
+    """Without the open-file cap the memfd entry of HOSTILE holds 8 times the ceiling: that entry can fail."""
+    monkeypatch.setattr(code_sandbox, "HARNESS", code_sandbox.HARNESS.replace('("NOFILE", "open_files"),', "", 1))
+    code, tests, _ = HOSTILE["memory in memfd files"]
+    assert score([code], [tests], sandbox_mode(), HOSTILE_LIMITS)[0] == [0.5]  # total > 0, but not <= the ceiling
+
+
+def test_without_libseccomp_the_sandbox_runs_and_says_what_is_open(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # import pyseccomp raises ImportError
+    code_sandbox.seccomp_filter.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="code_sandbox"):
+            assert code_sandbox.seccomp_filter() is None
+            assert score([ADD], [ADD_TESTS], sandbox_mode())[0] == [1.0]
+    finally:
+        code_sandbox.seccomp_filter.cache_clear()
+    assert "no seccomp filter" in caplog.text and "nested namespaces" in caplog.text
+
+
+def test_as_root_the_bounding_set_is_empty(mode):
+    if os.geteuid() != 0:  # setpriv can empty the bounding set only with CAP_SETPCAP, which a non-root trainer lacks
+        pytest.skip("as root only")
+    assert score([READ_CAPS], [["assert caps['CapBnd'] == 0"]], mode)[0] == [1.0]
+
+
+# The same table as an ordinary user: a fresh uid with no capabilities runs the sandbox itself, on a Python it can
+# read, with code_sandbox and pyseccomp on its path. It prints, per attack, the scores of [attack, correct add].
+AS_USER = """
+import ctypes, json, sys
+job = json.loads(sys.stdin.read())
+sys.path[:0] = job["path"]
+import code_sandbox
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall(job["keyctl"], 1, None)  # a session keyring of its own (KEYCTL_JOIN_SESSION_KEYRING), with a secret
+libc.syscall(job["add_key"], b"user", b"sandbox-test-secret", b"hunter2", 7, -3)
+if code_sandbox.working_python(job["mode"]) is None:
+    print(json.dumps(None))
+else:
+    limits = code_sandbox.Limits(**job["limits"])  # one pair at a time: in rlimits mode all runs share our uid, and
+    print(json.dumps([code_sandbox.run_many([(code, tests), (job["add"], job["add_tests"])], limits, job["mode"])
+                      for code, tests in job["cases"]]))  # its process limit: a fork bomb would starve the others
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not KNOWN_ARCH, reason="needs root to switch to an ordinary user")
+def test_hostile_completions_as_an_ordinary_user(mode, tmp_path):
+    import pyseccomp
+
+    uid = 2_000_000_000 + os.getpid() % 1_000_000  # no such user: nothing else runs under it
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, uid, uid)
+    os.chmod(tmp_path, 0o755)
+    user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
+    python = next((python for python in (sys.executable, "/usr/bin/python3")
+                   if subprocess.run([*user, python, "-c", f"import sys; sys.path[:0] = {[str(REPO)]!r}; "
+                                      "import code_sandbox"], capture_output=True).returncode == 0), None)
+    if python is None:
+        pytest.skip("no Python here that an ordinary user can run code_sandbox with")
+    job = {"path": [str(REPO), os.path.dirname(pyseccomp.__file__)], "mode": mode,
+           "limits": dataclasses.asdict(HOSTILE_LIMITS), "keyctl": SYSCALLS["keyctl"], "add_key": SYSCALLS["add_key"],
+           "add": ADD, "add_tests": split_tests(ADD_TESTS),
+           "cases": [(code, split_tests(tests) if isinstance(tests, str) else tests) for code, tests, _ in HOSTILE.values()]}
+    done = subprocess.run([*user, python, "-c", AS_USER], input=json.dumps(job), capture_output=True, text=True,
+                          cwd=home, env={"PATH": os.environ["PATH"], "HOME": str(home), "TMPDIR": str(home)},
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rewards = json.loads(done.stdout)
+    if rewards is None:
+        pytest.skip(f"{mode} mode does not work for an ordinary user here")
+    wrong = {attack: got for (attack, (_, _, expected)), got in zip(HOSTILE.items(), rewards) if got != [expected, 1.0]}
+    assert not wrong, f"as uid {uid} with {python}: {wrong}\n{done.stderr[-2000:]}"
 
 
 @pytest.mark.parametrize("tests, expected", [
