@@ -9,9 +9,10 @@ One run:
    as it is.
 2. A fresh process starts `python -I -c HARNESS` inside the sandbox (below), in a new session, with a
    minimal environment (`ENV`: no HF_TOKEN, AWS_*, ...), and gets the code, the asserts, the limits and a
-   random token on stdin.
+   random token on stdin (marshal).
 3. The harness lowers its own rlimits (`Limits`: CPU seconds, address space, processes, file size, open files,
-   no core files), joins a new session keyring, sends its stdin/stdout/stderr to /dev/null, and runs the code.
+   no core files), joins a new session keyring, installs the seccomp filter, sends its stdin/stdout/stderr to
+   /dev/null, and runs the code.
    Then, in the code's namespace, it evaluates each expression and reports "<token> value <i> <repr>" when the
    value is plain data (builtin types only, no subclasses; numpy values through `.tolist()`), and runs each
    other assert and reports "<token> pass <i>" if it passes. Code that raises or exits scores 0.
@@ -50,22 +51,25 @@ joins a new, empty session keyring, so the trainer's keys are out of reach, and 
 (`seccomp_filter`, where libseccomp and pyseccomp are installed) that fails keyctl, new namespaces (nested user
 namespaces hand out capabilities), ptrace, bpf, io_uring and a few more with EPERM. As root, the code holds no
 capabilities, bounding and inheritable sets included. The parent reads the report as bytes and scores 0 any
-report with a line that is not the harness's, and removes the work directory with coreutils, however deep.
-`tests/test_code_reward.py` runs one hostile completion per attack class in every mode, as root and as an
-ordinary user.
+report with a line that is not the harness's, and removes the work directory with coreutils, however deep (as
+root, also what the run's uid left in /tmp, /var/tmp and /dev/shm). Where the host lets us make memory cgroups
+(`memory_cgroups`), each run joins one before its sandbox starts, capped at `Limits.total_memory`, and every
+process left in it is killed after the run. `tests/test_code_reward.py` runs one hostile completion per attack
+class in every mode, as root and as an ordinary user.
 
-Not protected in any mode: kernel exploits through the syscalls the filter allows; total memory, which
-is at most `Limits.processes * (Limits.memory + Limits.open_files * Limits.file_size)` per run, plus, outside
-bwrap, files left in the host's /dev/shm, as nothing here uses cgroups; CPU contention between runs; reward
-hacking of asserts that are not `<expression> == <literal>`, which run inside the interpreter the code shares.
+Not protected in any mode: kernel exploits through the syscalls the filter allows; without cgroups, total
+memory, which is at most `Limits.processes * (Limits.memory + Limits.open_files * Limits.file_size)` per run;
+CPU contention between runs; reward hacking of asserts that are not `<expression> == <literal>`, which run
+inside the interpreter the code shares.
 (Exiting early, printing fake reports, or replacing `exec`/`os._exit` score 0.)
 """
 
 import ast
+import atexit
 import errno
 import functools
-import json
 import logging
+import marshal
 import os
 import platform
 import queue
@@ -78,6 +82,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
@@ -108,15 +113,18 @@ class Limits:
     address space does not count): at most open_files x file_size bytes per process."""
     disk: int = 64 << 20
     """bwrap only: size of the tmpfs it may write to, in bytes."""
+    total_memory: int = 1 << 30
+    """Where the host lets us make memory cgroups (`memory_cgroups()`): bytes of memory for the whole run, all its
+    processes, memfd and tmpfs files included, swap excluded. The kernel kills a process of the run past it."""
 
 
 LIMITS = Limits()
 
 # Runs inside the sandbox. Keep it stdlib-only and short: everything here is trusted.
 HARNESS = r"""
-import json, os, resource, sys
+import marshal, os, resource, sys
 def main(run=exec, exit_now=os._exit, zip=zip):  # bound now: the code may replace builtins and os._exit
-    job = json.loads(sys.stdin.read())
+    job = marshal.loads(sys.stdin.buffer.read())  # marshal: importing json adds ~6 ms to each run
     limits = job["limits"]
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"] + 1))
     for name, key in [("AS", "memory"), ("NPROC", "processes"), ("FSIZE", "file_size"), ("NOFILE", "open_files"),
@@ -128,7 +136,7 @@ def main(run=exec, exit_now=os._exit, zip=zip):  # bound now: the code may repla
         ctypes.CDLL(None).syscall(job["keyctl"], 1, None)  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
     if job["seccomp"]:  # the parent's BPF program (seccomp_filter); from now on keyctl, unshare, ... fail with EPERM
         import ctypes
-        program = bytes.fromhex(job["seccomp"])
+        program = job["seccomp"]
         class Program(ctypes.Structure):  # struct sock_fprog
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
         libc, ulong = ctypes.CDLL(None, use_errno=True), ctypes.c_ulong
@@ -326,6 +334,125 @@ def _uid(slot: int) -> int:
     return 1_000_000_000 + os.getpid() * 64 + slot
 
 
+@functools.cache
+def memory_cgroups() -> tuple[str, int] | None:
+    """(directory, cgroup version) under which each run gets a memory cgroup of its own, or None where the host does
+    not allow it: a cgroup v2 subtree with the memory controller delegated to us, or a writable v1 memory hierarchy
+    (as root, usually). Probed once, by making this process's first slot cgroup."""
+    for directory, version in _own_cgroups():
+        if version == 2:  # children get the memory controller only if it is in our subtree_control
+            try:
+                with open(os.path.join(directory, "cgroup.controllers")) as available:
+                    if "memory" not in available.read().split():  # not ours to hand out (or bound to v1)
+                        continue
+                with open(os.path.join(directory, "cgroup.subtree_control"), "r+") as control:
+                    if "memory" not in control.read().split():
+                        control.write("+memory")  # refused where our own cgroup holds processes
+            except OSError:
+                continue
+        if _slot_cgroup(0, (directory, version)):
+            return directory, version
+    return None
+
+
+def _own_cgroups() -> list[tuple[str, int]]:
+    """The directories of this process's cgroup v2 and cgroup v1 memory cgroup, where they are mounted."""
+    try:
+        with open("/proc/self/cgroup") as own, open("/proc/self/mountinfo") as mounts:
+            own, mounts = own.read().splitlines(), mounts.read().splitlines()
+    except OSError:
+        return []
+    paths = {}  # version -> our cgroup's path in its hierarchy ("hierarchy-id:controllers:path" lines)
+    for line in own:
+        _, controllers, path = line.split(":", 2)
+        if not controllers:
+            paths[2] = path
+        elif "memory" in controllers.split(","):
+            paths[1] = path
+    found = []
+    for mount in mounts:  # "... root mount-point options - fstype source super-options"
+        fields = mount.split()
+        kind, options = fields[fields.index("-") + 1], fields[fields.index("-") + 3].split(",")
+        version = {"cgroup2": 2, "cgroup": 1 if "memory" in options else None}.get(kind)
+        root, mount_point, path = fields[3], fields[4], paths.get(version)
+        if path is not None and path.startswith(root):
+            directory = os.path.normpath(os.path.join(mount_point, os.path.relpath(path, root)))
+            if os.path.isdir(directory):
+                found.append((directory, version))
+    return sorted(found, key=lambda found: -found[1])  # v2 first
+
+
+_CGROUPS: dict[int, str] = {}  # slot -> its cgroup, made once, removed at exit
+
+
+def _slot_cgroup(slot: int, where: tuple[str, int] | None = None) -> str | None:
+    """The memory cgroup of `slot` (made on first use), or None."""
+    if slot in _CGROUPS:
+        return _CGROUPS[slot]
+    if (where := where or memory_cgroups()) is None:
+        return None
+    path = os.path.join(where[0], f"code-sandbox-{os.getpid()}-{slot}")
+    try:
+        os.makedirs(path, exist_ok=True)
+        limit = "memory.max" if where[1] == 2 else "memory.limit_in_bytes"
+        with open(os.path.join(path, limit), "w") as file:  # writable: the controller is there and ours
+            file.write(str(LIMITS.total_memory))
+    except OSError as err:
+        logger.debug("code sandbox: no memory cgroup at %s: %s", path, err)
+        return None
+    _CGROUPS[slot] = path
+    return path
+
+
+def _limit_memory(cgroup: str, total: int) -> None:
+    """Set `cgroup`'s memory limit to `total` bytes, swap included (v1) or no swap (v2)."""
+    if os.path.exists(os.path.join(cgroup, "memory.max")):
+        settings = [("memory.max", total), ("memory.swap.max", 0)]
+    else:  # v1: memsw (memory + swap) may never be below the memory limit, so lift it first
+        settings = [("memory.memsw.limit_in_bytes", -1), ("memory.limit_in_bytes", total),
+                    ("memory.memsw.limit_in_bytes", total)]
+    for name, value in settings:
+        try:
+            with open(os.path.join(cgroup, name), "w") as file:
+                file.write(str(value))
+        except FileNotFoundError:  # no swap accounting
+            pass
+        except OSError as err:  # EBUSY: more than `total` still charged (files a run left); the old limit stays
+            logger.warning("code sandbox: cannot set %s of %s to %d: %s", name, cgroup, value, err)
+
+
+def _empty(cgroup: str, rounds: int = 1) -> None:
+    """SIGKILL every process left in `cgroup`, whatever its session, process group or pid namespace; with more
+    `rounds`, until it is empty. The processes of a run that was just killed may still be exiting: one round does
+    not wait for them."""
+    for _ in range(rounds):
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs")) as procs:
+                pids = [int(pid) for pid in procs.read().split()]
+        except OSError:
+            return
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if rounds > 1:
+            time.sleep(0.01)
+
+
+@atexit.register
+def _remove_cgroups() -> None:
+    for cgroup in _CGROUPS.values():
+        _empty(cgroup, rounds=100)
+        try:
+            os.rmdir(cgroup)
+        except OSError:
+            pass
+    _CGROUPS.clear()
+
+
 def split_assert(test: str) -> tuple[str, str, object]:
     """How one assert is graded: ("value", expression, expected) for `assert <expression> == <literal>` (either way
     round; a message is ignored), whose expected value never enters the sandbox; else ("assert", test, None), run
@@ -380,31 +507,38 @@ def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) ->
     as_root = os.geteuid() == 0
     token = secrets.token_hex(16)
     graded = [split_assert(test) for test in tests]
-    job = json.dumps({"code": code, "tests": [[kind, source] for kind, source, _ in graded], "token": token,
-                      "limits": asdict(limits), "keyctl": SYS_KEYCTL.get(platform.machine()),
-                      "seccomp": (seccomp_filter() or b"").hex()})
+    job = marshal.dumps({"code": code, "tests": [[kind, source] for kind, source, _ in graded], "token": token,
+                         "limits": asdict(limits), "keyctl": SYS_KEYCTL.get(platform.machine()),
+                         "seccomp": seccomp_filter() or b""}, 4)  # format 4: the system Python reads it too
     slot = _SLOTS.get()
     uid = _uid(slot) if as_root else None
     workdir = tempfile.mkdtemp(prefix="code-sandbox-")
     try:
         # The job and the report are files without a name, so the code cannot find them in its directory;
         # the report is a regular file, so RLIMIT_FSIZE bounds it too.
-        with tempfile.TemporaryFile("w+") as job_file, tempfile.TemporaryFile("w+b") as out:
+        with tempfile.TemporaryFile("w+b") as job_file, tempfile.TemporaryFile("w+b") as out:
             job_file.write(job)
             job_file.seek(0)
             if uid is not None:  # the weaker modes run in `workdir`; bwrap uses its own tmpfs instead
                 os.chown(workdir, uid, uid)
             prefix = {"bwrap": _bwrap(limits, as_root, python), "unshare": _unshare(as_root), "rlimits": []}[mode]
+            if cgroup := _slot_cgroup(slot):  # the shell joins the cgroup, then becomes the sandbox: no fork escapes
+                _limit_memory(cgroup, limits.total_memory)
+                prefix = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(cgroup, "cgroup.procs"), *prefix]
             proc = subprocess.Popen([*prefix, *_setpriv(uid), python, "-I", "-c", HARNESS],
                                     stdin=job_file, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
                                     env={**ENV, "HOME": workdir, "TMPDIR": workdir}, start_new_session=True)
             finished = _wait(proc, limits.timeout)
             _kill(proc, uid if mode == "rlimits" or not finished else None)
+            if cgroup:
+                _empty(cgroup)
             out.seek(0)
             output = out.read(1 << 20)
     finally:
-        _SLOTS.put(slot)
         _remove(workdir)
+        if uid is not None and mode != "bwrap":  # bwrap's code writes only to its own tmpfs
+            _remove_files_of(uid)
+        _SLOTS.put(slot)
     # Bytes, never decoded as a whole: the code can write to the report's descriptor. A report with anything in it
     # that the harness would not write was tampered with (or the sandbox failed) and is not trusted.
     score = _grade(output, token, graded)
@@ -429,6 +563,13 @@ def _remove(path: str) -> None:
             logger.warning("code sandbox: could not remove %s", path)
     except OSError as err:
         logger.warning("code sandbox: could not remove %s: %s", path, err)
+
+
+def _remove_files_of(uid: int) -> None:
+    """Delete what a run's own `uid` left in the world-writable temporary directories (in /dev/shm it holds memory)."""
+    places = [d for d in dict.fromkeys([tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"]) if os.path.isdir(d)]
+    subprocess.run(["find", *places, "-xdev", "-mindepth", "1", "-user", str(uid), "-delete"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> bool:
@@ -506,7 +647,8 @@ def _probe(python: str, mode: str) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     probe = "import os\nstdlib = os.path.dirname(os.__file__)\n"
-    return _run(probe, [f"assert stdlib == {stdlib!r}", "assert stdlib == None"], Limits(timeout=30), mode, python) == 0.5
+    tests = [f"assert stdlib == {stdlib!r}", "assert stdlib == None"]
+    return _run(probe, tests, Limits(timeout=30), mode, python) == 0.5
 
 
 def sandbox_mode() -> str:
