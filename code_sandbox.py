@@ -43,8 +43,9 @@ Sandbox modes, strongest first; `sandbox_mode()` picks the first that runs a tri
              /proc), write wherever its uid may, and a child that calls setsid() outlives the timeout.
 
 In every mode, when the trainer runs as root the code runs as an unprivileged uid of its own (`_uid`, one per
-concurrent run, via `setpriv`, with no_new_privs): root ignores RLIMIT_NPROC, may raise any rlimit again, and
-can do anything else. In rlimits mode, and after a timeout, every process left under that uid is then killed.
+concurrent run, a fresh one after a run that left zombies, via `setpriv`, with no_new_privs): root ignores
+RLIMIT_NPROC, may raise any rlimit again, and can do anything else. In rlimits mode, and after a timeout, every
+process left under that uid is then killed.
 
 In every mode the harness also caps open files (with `file_size`, this bounds memory held in memfd files),
 joins a new, empty session keyring, so the trainer's keys are out of reach, and installs a seccomp filter
@@ -329,9 +330,27 @@ for _slot in range(_WORKERS):
     _SLOTS.put(_slot)
 
 
-def _uid(slot: int) -> int:
-    """An unprivileged uid unique to this process and slot (pids < 2**22), far above real users and subuid ranges."""
-    return 1_000_000_000 + os.getpid() * 64 + slot
+UIDS_PER_SLOT = 8
+_GENERATION = [0] * _WORKERS  # per slot: which of its uids runs next
+
+
+def _uid(slot: int, generation: int = 0) -> int:
+    """An unprivileged uid unique to this process, slot and generation (pids < 2**22: below 2**32), far above real
+    users and subuid ranges."""
+    return 1_000_000_000 + (os.getpid() * 64 + slot) * UIDS_PER_SLOT + generation
+
+
+def _next_uid_if_used(slot: int, uid: int) -> None:
+    """Move `slot` on to its next uid if processes of `uid` are left: killed processes stay zombies, which count
+    against RLIMIT_NPROC, until init reaps them, which can take seconds (or forever, where the trainer is PID 1 of
+    a container). The next run on this slot would otherwise be unable to fork."""
+    for entry in os.scandir("/proc"):
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                _GENERATION[slot] = (_GENERATION[slot] + 1) % UIDS_PER_SLOT
+                return
+        except OSError:  # gone
+            pass
 
 
 @functools.cache
@@ -511,7 +530,7 @@ def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) ->
                          "limits": asdict(limits), "keyctl": SYS_KEYCTL.get(platform.machine()),
                          "seccomp": seccomp_filter() or b""}, 4)  # format 4: the system Python reads it too
     slot = _SLOTS.get()
-    uid = _uid(slot) if as_root else None
+    uid = _uid(slot, _GENERATION[slot]) if as_root else None
     workdir = tempfile.mkdtemp(prefix="code-sandbox-")
     try:
         # The job and the report are files without a name, so the code cannot find them in its directory;
@@ -538,6 +557,8 @@ def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) ->
         _remove(workdir)
         if uid is not None and mode != "bwrap":  # bwrap's code writes only to its own tmpfs
             _remove_files_of(uid)
+        if uid is not None:
+            _next_uid_if_used(slot, uid)
         _SLOTS.put(slot)
     # Bytes, never decoded as a whole: the code can write to the report's descriptor. A report with anything in it
     # that the harness would not write was tampered with (or the sandbox failed) and is not trusted.

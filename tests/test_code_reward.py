@@ -62,7 +62,7 @@ def ours(uid: int) -> bool:
     if os.geteuid() != 0:
         return uid == os.geteuid()
     first = code_sandbox._uid(0)
-    return first <= uid < first + 64
+    return first <= uid < first + 64 * code_sandbox.UIDS_PER_SLOT
 
 
 def sandbox_processes() -> list[int]:
@@ -202,6 +202,18 @@ def test_process_limit_stops_forks(fast):
     rewards, seconds = timed_reward([counting], [tests])
     assert rewards == [1.0] and seconds < FAST.timeout + SLACK
     assert_no_leftovers()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root only: a non-root trainer's runs all share its uid")
+def test_code_can_fork_right_after_a_fork_bomb_in_its_slot(mode):
+    """Killed processes (a fork bomb's, or children left behind) stay zombies until init reaps them, and count
+    against their uid's process limit meanwhile (here, for about 2 s): the slot's next run gets a fresh uid, or
+    could not fork."""
+    leaves = "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(60)\n"  # forks up to the limit
+    forks = "import subprocess\nforked = subprocess.run(['true']).returncode == 0\n"
+    slots = len(code_sandbox._GENERATION)
+    assert run_many([(leaves, ["assert True"])] * slots, limits=FAST, mode=mode) == [0.0] * slots  # one per slot
+    assert run_many([(forks, ["assert forked"])] * 4, limits=FAST, mode=mode) == [1.0] * 4
 
 
 def test_correct_code_still_scores_1_next_to_a_fork_bomb(fast):
@@ -460,13 +472,15 @@ def add_key_to_session_keyring() -> bool:
 
 @pytest.mark.skipif(not KNOWN_ARCH, reason="the hostile table's syscall numbers are known for x86_64 and aarch64")
 @pytest.mark.parametrize("attack", HOSTILE)
-def test_a_hostile_completion_gets_its_score_and_harms_nothing(mode, attack):
+def test_a_hostile_completion_gets_its_score_and_harms_nothing(mode, attack, caplog, monkeypatch):
     code, tests, expected = HOSTILE[attack]
     if attack == "reading the trainer's session keyring" and not add_key_to_session_keyring():
         pytest.skip("no session keyring here")
+    monkeypatch.setattr(code_sandbox._explain, "count", 0, raising=False)  # a report that is not the harness's: logged
     before = work_dirs()
-    rewards, seconds = score([code, ADD], [tests, ADD_TESTS], mode, HOSTILE_LIMITS)
-    assert rewards == [expected, 1.0], f"scored {rewards} in {seconds:.1f} s"
+    with caplog.at_level("WARNING", logger="code_sandbox"):
+        rewards, seconds = score([code, ADD], [tests, ADD_TESTS], mode, HOSTILE_LIMITS)
+    assert rewards == [expected, 1.0], f"scored {rewards} in {seconds:.1f} s; {caplog.text}"
     assert seconds < FAST.timeout + SLACK
     assert work_dirs() <= before  # nothing left behind
     assert_no_leftovers()
