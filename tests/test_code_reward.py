@@ -554,6 +554,22 @@ def test_the_run_cgroups_are_removed_when_the_trainer_exits():
     assert not list(Path(parent).glob(f"code-sandbox-{pid}-*"))  # and they are gone
 
 
+def test_a_python_that_cannot_load_its_own_standard_library_is_not_used(monkeypatch, caplog):
+    """As root the code runs as another uid. A Python under /root (pyenv, conda) then starts but loads the system's
+    standard library instead of its own, silently; the probe notices, and the fallback is logged."""
+    def stdlib(uid=None):
+        user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if uid else []
+        return subprocess.run([*user, sys.executable, "-I", "-c", "import os; print(os.__file__)"],
+                              capture_output=True, text=True).stdout
+    if os.geteuid() == 0 and stdlib(code_sandbox._uid(0)) != stdlib():  # the case this machine has, if it has it
+        assert working_python("rlimits") != sys.executable
+    monkeypatch.setattr(code_sandbox, "_PYTHONS", {})
+    monkeypatch.setattr(code_sandbox, "_probe", lambda python, mode: python != sys.executable)
+    with caplog.at_level("WARNING", logger="code_sandbox"):
+        assert working_python("rlimits") == "/usr/bin/python3"
+    assert f"rlimits mode runs the code with /usr/bin/python3: {sys.executable} does not work there" in caplog.text
+
+
 def test_as_root_the_bounding_set_is_empty(mode):
     if os.geteuid() != 0:  # setpriv can empty the bounding set only with CAP_SETPCAP, which a non-root trainer lacks
         pytest.skip("as root only")
