@@ -10,6 +10,7 @@ algorithm. Read the training scripts first; come here when you want to know how 
     check_gpu_options()    a clear error for vLLM / QLoRA without a GPU or the package
     warn_if_tuned_defaults_kept()  a warning when a real model runs with the tiny model's settings
     refuse_ignored_fields()  a clear error for an option the trainer would accept and silently ignore
+    configure_tracking()   `--report_to tensorboard,trackio`, and a clear error when a tracker is not installed
     load_prompt_dataset()  a hub id or a local file/folder -> DatasetDict with a `prompt` column
     check_reward_columns() a clear error, before any model loads, for a column a reward needs and the data lacks
     RunRecorder            a TrainerCallback that writes metrics.jsonl and completions.jsonl (resume-safe)
@@ -57,6 +58,36 @@ def parse_args(parser):
             f"steps_per_generation 1: --per_device_train_batch_size {' or '.join(map(str, nearest))}), "
             f"or change --num_generations."
         ) from None
+
+
+TRACKERS = {"tensorboard": "tensorboard", "trackio": "trackio"}  # --report_to value -> the package it needs
+
+
+def configure_tracking(training_args) -> None:
+    """Accept `--report_to tensorboard,trackio` (the command line takes one string; a YAML config takes a list),
+    and stop with one line, before any weights load, when a tracker's package is missing."""
+    training_args.report_to = [name.strip() for entry in training_args.report_to for name in entry.split(",")
+                               if name.strip() and name.strip() != "none"]
+    for name in training_args.report_to:
+        if name in TRACKERS:
+            try:
+                importlib.import_module(TRACKERS[name])
+            except ImportError as err:
+                raise SystemExit(f"error: --report_to {name} needs the {TRACKERS[name]} package ({err}); "
+                                 "pip install -r requirements-tracking.txt") from None
+
+
+def tracking_lines(training_args) -> list[str]:
+    """How to open each tracker's dashboard, for the end-of-run summary."""
+    lines = []
+    if "tensorboard" in training_args.report_to:
+        where = os.environ.get("TENSORBOARD_LOGGING_DIR") or Path(training_args.output_dir) / "runs"  # transformers'
+        lines.append(f"  tensorboard: tensorboard --logdir {where}")
+    if "trackio" in training_args.report_to:
+        where = os.environ.get("TRACKIO_DIR")
+        lines.append(f"  trackio:     trackio show --project {training_args.project}"
+                     + (f"   (with TRACKIO_DIR={where})" if where else ""))
+    return lines
 
 
 def device_defaults() -> dict:
@@ -524,4 +555,5 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
         f"  completions: {out / 'completions.jsonl'}\n"
         f"  summary:     {out / 'summary.json'}\n"
         f"  plots:       {', '.join(str(p) for p in plots if p.exists())}"
+        + "".join("\n" + line for line in tracking_lines(training_args))
     )

@@ -48,6 +48,7 @@ from common import (
     NoSignalWatchdog,
     RunRecorder,
     check_gpu_options,
+    configure_tracking,
     check_model_path,
     check_reward_columns,
     check_reward_model,
@@ -330,6 +331,7 @@ if __name__ == "__main__":
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
     script_args, training_args, model_args = parse_args(parser)
     refuse_ignored_fields(UNSUPPORTED_OPTIONS, parser, script_args, training_args, model_args)
+    configure_tracking(training_args)
     check_gpu_options(training_args, model_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     for path in script_args.reward_model_name_or_path:

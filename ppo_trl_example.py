@@ -72,6 +72,7 @@ from common import (
     check_model_path,
     check_reward_columns,
     check_reward_model,
+    configure_tracking,
     device_defaults,
     load_prompt_dataset,
     parse_args,
@@ -630,6 +631,7 @@ if __name__ == "__main__":
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **{**device_defaults(), "bf16": False})
     script_args, training_args, model_args = parse_args(parser)
     refuse_ignored_fields(UNSUPPORTED_OPTIONS, parser, script_args, training_args, model_args)
+    configure_tracking(training_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
     main(script_args, training_args, model_args)

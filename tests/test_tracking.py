@@ -1,0 +1,61 @@
+"""Live tracking offline: `--report_to tensorboard,trackio` writes the reward each script logs, with no network."""
+
+import importlib
+import json
+import sqlite3
+from types import SimpleNamespace
+
+import pytest
+from conftest import read_jsonl, run_script
+
+import common
+
+tensorboard = pytest.importorskip("tensorboard", reason="pip install -r requirements-tracking.txt")
+pytest.importorskip("trackio", reason="pip install -r requirements-tracking.txt")
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+
+TINY = {"grpo_trl_example.py": ["--max_steps", 3, "--logging_steps", 1],
+        "ppo_trl_example.py": ["--total_episodes", 48, "--per_device_train_batch_size", 16, "--num_mini_batches", 1]}
+
+
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_tensorboard_and_trackio_hold_the_logged_reward(script, tmp_path):
+    out = tmp_path / "out"
+    done = run_script(script, *TINY[script], "--eval_strategy", "no", "--report_to", "tensorboard,trackio",
+                      "--project", "tracking-test", "--output_dir", out, cwd=tmp_path,
+                      env={"TRACKIO_DIR": str(tmp_path / "trackio")})
+    logged = [row["reward"] for row in read_jsonl(out / "metrics.jsonl") if "reward" in row]
+    assert len(logged) == 3
+
+    [run] = (out / "runs").iterdir()  # transformers' TensorBoardCallback: <output_dir>/runs/<date>_<host>
+    events = EventAccumulator(str(run))
+    events.Reload()
+    assert [event.value for event in events.Scalars("train/reward")] == pytest.approx(logged)
+
+    with sqlite3.connect(tmp_path / "trackio" / "tracking-test.db") as db:  # trackio: one SQLite file per project
+        rows = [json.loads(metrics) for (metrics,) in db.execute("SELECT metrics FROM metrics ORDER BY id")]
+    assert [row["train/reward"] for row in rows if "train/reward" in row] == pytest.approx(logged)
+
+    assert f"tensorboard --logdir {out / 'runs'}" in done.stdout  # the summary says how to open each dashboard
+    assert "trackio show --project tracking-test" in done.stdout
+
+
+def test_report_to_takes_a_comma_separated_list():
+    args = SimpleNamespace(report_to=["tensorboard, trackio"])
+    common.configure_tracking(args)
+    assert args.report_to == ["tensorboard", "trackio"]
+
+
+def test_a_tracker_that_is_not_installed_stops_the_run_with_one_line(monkeypatch):
+    real = importlib.import_module
+
+    def without_trackio(name):
+        if name == "trackio":
+            raise ModuleNotFoundError("No module named 'trackio'")
+        return real(name)
+
+    monkeypatch.setattr(importlib, "import_module", without_trackio)
+    with pytest.raises(SystemExit) as stop:
+        common.configure_tracking(SimpleNamespace(report_to=["tensorboard,trackio"]))
+    assert str(stop.value) == ("error: --report_to trackio needs the trackio package (No module named 'trackio'); "
+                               "pip install -r requirements-tracking.txt")
