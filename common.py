@@ -25,6 +25,7 @@ import os
 import platform
 import re
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -319,7 +320,7 @@ class RunRecorder(TrainerCallback):
         if not state.is_world_process_zero or not logs or "train_runtime" in logs:
             return  # the final log (train_runtime, train_loss) goes to summary.json instead
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        record = {"step": state.global_step, **logs}
+        record = {"step": state.global_step, "wall_time": round(time.time(), 3), **logs}  # for curves against time
         self.history.append(record)
         with open(self.output_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
