@@ -1,0 +1,146 @@
+"""How a training step's time and peak memory grow with completion length, completions per step and model size,
+for both scripts.
+
+    python benchmarks/cost_curves.py            # 3 axes x 3 points x 2 scripts, ~10 min on 2 cores
+    python benchmarks/cost_curves.py --quick    # shorter runs and the two smaller models only, ~2 min
+
+Models: three Llamas with random weights and the bundled character tokenizer, built by build_model.py into
+benchmarks/outputs/ (0.4M, 6.5M and 71M parameters; random weights write random characters, so completions nearly
+always run to the length limit: time and memory do not depend on what is written). From a base point (the 6.5M
+model, 32-token completions, 16 completions per step) one axis moves at a time:
+
+    completion length      8, 32, 128 tokens     (GRPO --max_completion_length, PPO --response_length)
+    completions per step   8, 16, 32             (GRPO: 2 prompts x --num_generations 4, 8, 16;
+                                                  PPO: --per_device_train_batch_size, one completion per prompt)
+    model size             0.4M, 6.5M, 71M parameters
+
+A step is one optimizer step for GRPO and one PPO update for PPO (its 4 epochs over the batch, in
+--num_mini_batches 1), so the fair unit is time per completion: the step's time divided by its completions. The
+step time is the median interval between consecutive logged steps (metrics.jsonl's wall_time, --logging_steps 1)
+after the first; the memory is the run's peak RSS (its rusage). One thread per run (OMP_NUM_THREADS=1), one run at
+a time. Writes cost_curves.json and cost_curves.png to --output_dir and prints a table.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+MODELS = {  # name -> build_model.py's size flags
+    "0.4M": ["--hidden_size", "64", "--intermediate_size", "176", "--num_hidden_layers", "8",
+             "--num_attention_heads", "4"],
+    "6.5M": ["--hidden_size", "256", "--intermediate_size", "704", "--num_hidden_layers", "8",
+             "--num_attention_heads", "8"],
+    "71M": [],  # build_model.py's default: hidden 768, MLP 2048, 10 layers
+}
+BASE = {"model": "6.5M", "length": 32, "completions": 16}
+AXES = {"length": [8, 32, 128], "completions": [8, 16, 32], "model": list(MODELS)}
+ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+def model_path(name: str, output_dir: Path) -> Path:
+    path = output_dir / f"random-llama-{name}"
+    if not (path / "config.json").exists():
+        subprocess.run([sys.executable, str(BENCH / "build_model.py"), "--output_dir", str(path), *MODELS[name]],
+                       check=True, cwd=REPO, env={**os.environ, **ENV})
+    return path
+
+
+def flags(script: str, point: dict, steps: int, model: Path, out: Path) -> list[str]:
+    common = ["--model_name_or_path", str(model), "--output_dir", str(out), "--eval_strategy", "no",
+              "--eval_num_samples", "0", "--report_to", "none", "--save_strategy", "no", "--seed", "0"]
+    if script == "grpo":
+        group = point["completions"] // 2
+        return [*common, "--max_steps", str(steps), "--logging_steps", "1", "--num_generations", str(group),
+                "--per_device_train_batch_size", str(point["completions"]),
+                "--max_completion_length", str(point["length"])]
+    return [*common, "--total_episodes", str(steps * point["completions"]),
+            "--per_device_train_batch_size", str(point["completions"]), "--num_mini_batches", "1",
+            "--response_length", str(point["length"])]
+
+
+def measure(script: str, point: dict, steps: int, output_dir: Path) -> dict:
+    out = output_dir / "runs" / f"{script}-{point['model']}-L{point['length']}-C{point['completions']}"
+    cmd = [sys.executable, f"{script}_trl_example.py",
+           *flags(script, point, steps, model_path(point["model"], output_dir), out)]
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out.with_suffix(".log"), "w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **ENV}, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed; see {out.with_suffix('.log')}")
+    times = [json.loads(line)["wall_time"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    step = statistics.median(b - a for a, b in zip(times[1:], times[2:]))  # from the second logged step on
+    return {"script": script, **point, "step_s": round(step, 3),
+            "ms_per_completion": round(1000 * step / point["completions"], 2),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "command": " ".join(["python", *cmd[1:]])}
+
+
+def plot(results: list[dict], axes: dict, path: Path) -> None:
+    fig, panels = plt.subplots(2, len(axes), figsize=(4.5 * len(axes), 7))
+    for column, (axis, values) in enumerate(axes.items()):
+        for script, color in (("grpo", "tab:blue"), ("ppo", "tab:orange")):
+            rows = [next(r for r in results if r["script"] == script and r[axis] == value
+                         and all(r[k] == BASE[k] for k in BASE if k != axis)) for value in values]
+            xs = list(range(len(values)))
+            panels[0][column].plot(xs, [r["ms_per_completion"] for r in rows], "o-", color=color, label=script.upper())
+            panels[1][column].plot(xs, [r["peak_rss_mib"] for r in rows], "o-", color=color, label=script.upper())
+        for row in (0, 1):
+            panels[row][column].set_xticks(range(len(values)), [str(v) for v in values])
+            panels[row][column].set_xlabel({"length": "completion length (tokens)",
+                                            "completions": "completions per step", "model": "parameters"}[axis])
+            panels[row][column].grid(alpha=0.3)
+            panels[row][column].legend()
+        panels[0][column].set_ylabel("ms per completion")
+        panels[1][column].set_ylabel("peak RSS (MiB)")
+    fig.suptitle(f"cost of a step, one axis at a time from {BASE} (CPU, one thread)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="3 steps a run, the 0.4M and 6.5M models only")
+    parser.add_argument("--steps", type=int, default=None, help="steps per run (default 6; 3 with --quick)")
+    parser.add_argument("--output_dir", type=Path, default=BENCH / "outputs" / "cost_curves")
+    args = parser.parse_args()
+    steps = args.steps or (3 if args.quick else 6)
+    axes = {**AXES, "model": ["0.4M", "6.5M"] if args.quick else AXES["model"]}
+    points = []
+    for axis, values in axes.items():
+        for value in values:
+            point = {**BASE, axis: value}
+            if point not in points:
+                points.append(point)
+    start = time.time()
+    results = []
+    for point in points:
+        for script in ("grpo", "ppo"):
+            results.append(measure(script, point, steps, args.output_dir))
+            r = results[-1]
+            print(f"{script:4} model {r['model']:>4} length {r['length']:>3} completions {r['completions']:>2}: "
+                  f"{r['step_s']:7.3f} s/step, {r['ms_per_completion']:7.2f} ms/completion, "
+                  f"peak RSS {r['peak_rss_mib']:6.0f} MiB", flush=True)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "cost_curves.json").write_text(json.dumps(
+        {"command": " ".join(["python", "benchmarks/cost_curves.py", *sys.argv[1:]]), "base": BASE, "steps": steps,
+         "results": results}, indent=1) + "\n")
+    plot(results, axes, args.output_dir / "cost_curves.png")
+    print(f"\n{len(results)} runs in {(time.time() - start) / 60:.1f} min; "
+          f"{args.output_dir / 'cost_curves.json'}, cost_curves.png")
+
+
+if __name__ == "__main__":
+    main()
