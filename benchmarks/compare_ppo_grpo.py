@@ -1,0 +1,303 @@
+"""PPO or GRPO? Both scripts on one task, from one starting model, with one reward and one completion budget.
+
+    python benchmarks/compare_ppo_grpo.py            # the full study: ~25 min on 2 cores
+    python benchmarks/compare_ppo_grpo.py --quick    # ~1 min: tiny budgets, 2 seeds, 2-point sweeps
+
+1. Sweep. For each algorithm a learning rate from --lrs; then for GRPO a group size from --groups (at the
+   picked rate; the completions per generation stay 16, so a bigger group means fewer prompts), then a number
+   of optimizer steps per generation batch from --iterations (TRL's num_iterations, the mu of the GRPO paper:
+   PPO's default reuses each batch for 4 epochs x 4 minibatches, GRPO's for one step); all at the smallest
+   budget, on seeds of their own (--sweep_seeds, never the study's). The pick is the highest mean training
+   reward over the last 20% of logged steps: the held-out split plays no part in it.
+2. Study. Each algorithm at its picked settings, for every budget and seed, with the held-out evaluation before
+   and after training (`--eval_num_samples`: pass@1 over the test split's prompts).
+3. Outputs, in --output_dir (default benchmarks/outputs/compare_ppo_grpo/):
+   runs.json     every run: settings, the curve (completions sampled, seconds since launch, training reward)
+                 at each logged step, held-out pass@1 before and after, peak RSS, wall-clock seconds
+   summary.json  the sweep's table and picks, and per algorithm and budget: mean, standard deviation, min and
+                 max over seeds of each measure
+   compare_ppo_grpo.png  reward against completions and against seconds (seed bands: min to max), held-out
+                 pass@1 against the budget, and peak RSS
+   and the same table on stdout.
+
+The budget is counted in sampled completions, the cost both algorithms pay: GRPO samples 16 completions per
+generation (16 / group size prompts, each `group size` times) and takes num_iterations optimizer steps on them,
+PPO samples one completion per prompt, 64 per PPO update (its tuned batch). Every other setting is each script's
+tuned default for the bundled model. Runs go --parallel at a time, one torch thread each (OMP_NUM_THREADS=1),
+GRPO and PPO interleaved, so both see the same machine. Seconds include start-up (loading the model and data,
+about 4 s here).
+"""
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = {"grpo": "grpo_trl_example.py", "ppo": "ppo_trl_example.py"}
+GRPO_COMPLETIONS_PER_STEP = 16  # the script's tuned per_device_train_batch_size: 2 prompts x 8 generations
+PPO_COMPLETIONS_PER_UPDATE = 64  # the script's tuned per_device_train_batch_size: one completion per prompt
+ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+FULL = dict(budgets=[1280, 2560, 5120], seeds=[1, 2, 3, 4, 5], sweep_seeds=[101, 102], lrs=[1e-4, 3e-4, 1e-3],
+            groups=[4, 8, 16], iterations=[1, 4], eval_num_samples=16)
+QUICK = dict(budgets=[64, 128], seeds=[1, 2], sweep_seeds=[101], lrs=[3e-4, 1e-3], groups=[4, 8], iterations=[1, 2],
+             eval_num_samples=2)
+
+
+def flags(algo: str, budget: int, lr: float, group: int | None, iterations: int | None) -> list[str]:
+    """The command-line flags that give `algo` this budget of completions and these settings."""
+    common = ["--learning_rate", str(lr), "--eval_strategy", "no", "--report_to", "none"]
+    if algo == "grpo":
+        return [*common, "--max_steps", str(budget // GRPO_COMPLETIONS_PER_STEP * iterations), "--logging_steps", "1",
+                "--num_generations", str(group), "--per_device_train_batch_size", str(GRPO_COMPLETIONS_PER_STEP),
+                "--num_iterations", str(iterations)]
+    return [*common, "--total_episodes", str(budget), "--per_device_train_batch_size", str(PPO_COMPLETIONS_PER_UPDATE)]
+
+
+def run(job: dict, output_dir: Path, eval_num_samples: int) -> dict:
+    """Train once; return the job with its curve, held-out pass@1 (if evaluated), peak RSS and wall-clock."""
+    name = (f"{job['stage']}-{job['algo']}-b{job['budget']}-lr{job['lr']:g}-g{job['group']}-i{job['iterations']}"
+            f"-s{job['seed']}")
+    out = output_dir / "runs" / name
+    evaluate = job["stage"] == "study"
+    cmd = [sys.executable, SCRIPTS[job["algo"]], "--seed", str(job["seed"]), "--output_dir", str(out),
+           "--eval_num_samples", str(eval_num_samples if evaluate else 0),
+           *flags(job["algo"], job["budget"], job["lr"], job["group"], job["iterations"])]
+    launched = time.time()
+    with open(output_dir / "runs" / f"{name}.log", "w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **ENV}, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)  # this run's own rusage: ru_maxrss is its peak RSS in KiB
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}; see {log.name}")
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    curve = [(completions_by(job, row["step"]), round(row["wall_time"] - launched, 2), row["reward"])
+             for row in rows if "reward" in row]
+    summary = json.loads((out / "summary.json").read_text())
+    result = {**job, "command": " ".join(["python", *cmd[1:]]), "curve": curve,
+              "reward_last_20pct": summary["reward_last_20pct"], "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+              "wall_s": round(time.time() - launched, 2)}
+    if evaluate:
+        report = json.loads((out / "eval.json").read_text())
+        result["pass@1 before"] = report["before"]["accuracy"]["pass@1"]
+        result["pass@1 after"] = report["after"]["accuracy"]["pass@1"]
+    return result
+
+
+def completions_by(job: dict, step: int) -> int:
+    """Completions sampled up to optimizer step `step` (from 1): GRPO generates 16 every num_iterations steps."""
+    if job["algo"] == "grpo":
+        return ((step - 1) // job["iterations"] + 1) * GRPO_COMPLETIONS_PER_STEP
+    return step * PPO_COMPLETIONS_PER_UPDATE
+
+
+def run_all(jobs: list[dict], args) -> list[dict]:
+    (args.output_dir / "runs").mkdir(parents=True, exist_ok=True)
+    done = []
+
+    def one(job):
+        result = run(job, args.output_dir, args.eval_num_samples)
+        done.append(result)
+        print(f"  [{len(done)}/{len(jobs)}] {job['stage']} {job['algo']} budget {job['budget']} lr {job['lr']:g} "
+              f"group {job['group']} iterations {job['iterations']} seed {job['seed']}: "
+              f"reward (last 20%) {result['reward_last_20pct']:.3f}"
+              + (f", pass@1 {result['pass@1 before']:.3f} -> {result['pass@1 after']:.3f}" if "pass@1 after" in result
+                 else "") + f", {result['wall_s']:.0f} s", flush=True)
+        return result
+
+    with ThreadPoolExecutor(args.parallel) as pool:
+        return list(pool.map(one, jobs))
+
+
+def interleave(*lists):
+    """[a1, b1, a2, b2, ...]: GRPO and PPO runs side by side, so both meet the same load."""
+    return [job for group in itertools.zip_longest(*lists) for job in group if job is not None]
+
+
+def sweep(args) -> tuple[dict, list[dict]]:
+    """Pick each algorithm's learning rate, then GRPO's group size, by mean training reward at the smaller budget."""
+    budget = min(args.budgets)
+
+    def jobs(algo, lrs, groups, iterations):
+        return [dict(stage="sweep", algo=algo, budget=budget, lr=lr, group=group, iterations=mu, seed=seed)
+                for lr in lrs for group in groups for mu in iterations for seed in args.sweep_seeds]
+
+    def best(results):  # (lr, group, iterations) with the highest mean training reward
+        scores = {}
+        for r in results:
+            scores.setdefault((r["lr"], r["group"], r["iterations"]), []).append(r["reward_last_20pct"])
+        return max(scores, key=lambda key: statistics.mean(scores[key]))
+
+    print(f"sweep: learning rates {args.lrs} at budget {budget}, seeds {args.sweep_seeds}", flush=True)
+    runs = run_all(interleave(jobs("grpo", args.lrs, [8], [1]), jobs("ppo", args.lrs, [None], [None])), args)
+    grpo_lr = best([r for r in runs if r["algo"] == "grpo"])[0]
+    ppo_lr = best([r for r in runs if r["algo"] == "ppo"])[0]
+    print(f"sweep: GRPO group sizes {args.groups} at lr {grpo_lr:g}", flush=True)
+    runs += run_all(jobs("grpo", [grpo_lr], [g for g in args.groups if g != 8], [1]), args)
+    group = best([r for r in runs if r["algo"] == "grpo" and r["lr"] == grpo_lr])[1]
+    print(f"sweep: GRPO iterations {args.iterations} at lr {grpo_lr:g}, group {group}", flush=True)
+    runs += run_all(jobs("grpo", [grpo_lr], [group], [mu for mu in args.iterations if mu != 1]), args)
+    iterations = best([r for r in runs if r["algo"] == "grpo" and r["lr"] == grpo_lr and r["group"] == group])[2]
+    picks = {"grpo": {"lr": grpo_lr, "group": group, "iterations": iterations},
+             "ppo": {"lr": ppo_lr, "group": None, "iterations": None}}
+    return picks, runs
+
+
+def spread(values: list[float]) -> dict:
+    return {"mean": round(statistics.mean(values), 4), "std": round(statistics.stdev(values), 4) if len(values) > 1
+            else 0.0, "min": round(min(values), 4), "max": round(max(values), 4), "n": len(values)}
+
+
+def summarize(study: list[dict]) -> dict:
+    table = {}
+    for (algo, budget), runs in itertools.groupby(sorted(study, key=lambda r: (r["algo"], r["budget"])),
+                                                  key=lambda r: (r["algo"], r["budget"])):
+        runs = list(runs)
+        table[f"{algo} {budget}"] = {
+            "algo": algo, "budget": budget,
+            "reward_last_20pct": spread([r["reward_last_20pct"] for r in runs]),
+            "pass@1 before": spread([r["pass@1 before"] for r in runs]),
+            "pass@1 after": spread([r["pass@1 after"] for r in runs]),
+            "pass@1 gain": spread([r["pass@1 after"] - r["pass@1 before"] for r in runs]),
+            "ended_below_start": sum(r["pass@1 after"] < r["pass@1 before"] for r in runs) / len(runs),
+            "wall_s": spread([r["wall_s"] for r in runs]),
+            "peak_rss_mib": spread([r["peak_rss_mib"] for r in runs]),
+        }
+    return table
+
+
+def smoothed(curve: list, window: int) -> list:
+    """The curve with each reward replaced by the mean reward of the completions sampled in the last `window`
+    (a GRPO step with 16 completions of one prompt is one prompt's reward: too noisy to read step by step)."""
+    out = []
+    for i, (completions, seconds, _) in enumerate(curve):
+        inside = [point[2] for point in curve[: i + 1] if point[0] > completions - window]
+        out.append((completions, seconds, statistics.mean(inside)))
+    return out
+
+
+def band(runs: list[dict], axis: int, points: int = 25):
+    """Mean, min and max over runs of the smoothed training reward, linearly interpolated on a common grid of
+    `axis` (0: completions, 1: seconds), up to the shortest run's end."""
+    window = max(run["budget"] for run in runs) // 10
+    runs = [{**run, "curve": smoothed(run["curve"], window)} for run in runs]
+    end = min(run["curve"][-1][axis] for run in runs)
+    start = max(run["curve"][0][axis] for run in runs)
+    grid = [start + (end - start) * i / (points - 1) for i in range(points)]
+
+    def at(curve, x):
+        for (x0, y0), (x1, y1) in zip(curve, curve[1:]):
+            if x0 <= x <= x1:
+                return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        return curve[-1][1]
+
+    values = [[at([(point[axis], point[2]) for point in run["curve"]], x) for run in runs] for x in grid]
+    return grid, [statistics.mean(v) for v in values], [min(v) for v in values], [max(v) for v in values]
+
+
+def plot(study: list[dict], table: dict, picks: dict, path: Path) -> None:
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    colors = {"grpo": "tab:blue", "ppo": "tab:orange"}
+    budget = max(r["budget"] for r in study)
+    for algo, color in colors.items():
+        runs = [r for r in study if r["algo"] == algo and r["budget"] == budget]
+        label = f"{algo.upper()} (lr {picks[algo]['lr']:g}" + (
+            f", group {picks[algo]['group']}, iterations {picks[algo]['iterations']})" if algo == "grpo" else ")")
+        for axis, ax in ((0, axes[0][0]), (1, axes[0][1])):
+            grid, mean, low, high = band(runs, axis)
+            ax.plot(grid, mean, color=color, label=label)
+            ax.fill_between(grid, low, high, color=color, alpha=0.2)
+        rows = [table[f"{algo} {b}"] for b in sorted({r["budget"] for r in study})]
+        xs = [0] + [row["budget"] for row in rows]
+        ys = [statistics.mean(r["pass@1 before"] for r in study if r["algo"] == algo)]
+        ys += [row["pass@1 after"]["mean"] for row in rows]
+        low = [ys[0]] + [row["pass@1 after"]["min"] for row in rows]
+        high = [ys[0]] + [row["pass@1 after"]["max"] for row in rows]
+        axes[1][0].errorbar(xs, ys, yerr=[[y - lo for y, lo in zip(ys, low)], [hi - y for y, hi in zip(ys, high)]],
+                            color=color, marker="o", capsize=4, label=algo.upper())
+        axes[1][1].bar(algo.upper(), table[f"{algo} {budget}"]["peak_rss_mib"]["mean"], color=color)
+    axes[0][0].set(xlabel="completions sampled", ylabel=f"training reward, mean of the last {budget // 10}",
+                   title=f"budget {budget}: mean over seeds, min-max band")
+    axes[0][1].set(xlabel="seconds since launch", ylabel="training reward", title="the same against wall-clock")
+    axes[1][0].set(xlabel="budget (completions)", ylabel="held-out pass@1",
+                   title="held-out pass@1 (0: before training); min-max over seeds")
+    axes[1][1].set(ylabel="peak RSS (MiB)", title=f"peak RSS per run, budget {budget}")
+    for ax in (axes[0][0], axes[0][1], axes[1][0]):
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"PPO vs GRPO on the bundled task, {len({r['seed'] for r in study})} seeds per point")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def print_table(table: dict) -> None:
+    print(f"\n{'':12} {'reward (last 20%)':>20} {'pass@1 before':>14} {'pass@1 after':>22} {'gain':>14} "
+          f"{'below start':>11} {'seconds':>8} {'peak RSS':>9}")
+    for key, row in table.items():
+        after = row["pass@1 after"]
+        print(f"{key:12} {row['reward_last_20pct']['mean']:>12.3f} ± {row['reward_last_20pct']['std']:.3f} "
+              f"{row['pass@1 before']['mean']:>14.3f} {after['mean']:>8.3f} ({after['min']:.3f}-{after['max']:.3f}) "
+              f"{row['pass@1 gain']['mean']:>+7.3f} ± {row['pass@1 gain']['std']:.3f} "
+              f"{row['ended_below_start']:>11.0%} "
+              f"{row['wall_s']['mean']:>8.1f} {row['peak_rss_mib']['mean']:>6.0f} MiB")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny budgets, 2 seeds, a 2-point sweep (~1 min)")
+    for name, value in FULL.items():
+        parser.add_argument(f"--{name}", nargs="+" if isinstance(value, list) else None,
+                            type=type(value[0] if isinstance(value, list) else value), default=None,
+                            help=f"default {value} ({QUICK[name]} with --quick)")
+    parser.add_argument("--parallel", type=int, default=2, help="runs at a time, one thread each")
+    parser.add_argument("--output_dir", type=Path, default=REPO / "benchmarks" / "outputs" / "compare_ppo_grpo")
+    parser.add_argument("--plot_only", action="store_true", help="redraw the PNG from --output_dir's JSON files")
+    args = parser.parse_args()
+    if args.plot_only:
+        summary = json.loads((args.output_dir / "summary.json").read_text())
+        study = [r for r in json.loads((args.output_dir / "runs.json").read_text()) if r["stage"] == "study"]
+        plot(study, summary["table"], summary["picks"], args.output_dir / "compare_ppo_grpo.png")
+        return print_table(summary["table"])
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if len(args.seeds) < 2:
+        parser.error("--seeds: at least 2, to show a spread")
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+
+    picks, sweep_runs = sweep(args)
+    print(f"picked: GRPO lr {picks['grpo']['lr']:g}, group {picks['grpo']['group']}, iterations "
+          f"{picks['grpo']['iterations']}; PPO lr {picks['ppo']['lr']:g}")
+    print(f"study: budgets {args.budgets}, seeds {args.seeds}", flush=True)
+    study = run_all(interleave(*[[dict(stage="study", algo=algo, budget=budget, seed=seed, **picks[algo])
+                                  for budget in args.budgets for seed in args.seeds] for algo in ("grpo", "ppo")]),
+                    args)
+    table = summarize(study)
+    (args.output_dir / "runs.json").write_text(json.dumps(sweep_runs + study, indent=1) + "\n")
+    (args.output_dir / "summary.json").write_text(json.dumps({
+        "command": " ".join(["python", "benchmarks/compare_ppo_grpo.py", *sys.argv[1:]]),
+        "settings": {name: getattr(args, name) for name in FULL},
+        "sweep": [{key: r[key] for key in ("algo", "lr", "group", "iterations", "seed", "reward_last_20pct")}
+                  for r in sweep_runs],
+        "picks": picks, "table": table, "minutes": round((time.time() - start) / 60, 1)}, indent=1) + "\n")
+    plot(study, table, picks, args.output_dir / "compare_ppo_grpo.png")
+    print_table(table)
+    print(f"\n{len(sweep_runs) + len(study)} runs in {(time.time() - start) / 60:.1f} min; "
+          f"{args.output_dir / 'summary.json'}, runs.json, compare_ppo_grpo.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""benchmarks/compare_ppo_grpo.py --quick: the study's outputs are complete and well-formed, and its picks follow
+its own sweep. The full study is a benchmark (BENCHMARKS.md), not a test."""
+
+import importlib.util
+import json
+import statistics
+
+from conftest import REPO, run_script
+
+spec = importlib.util.spec_from_file_location("compare_ppo_grpo", REPO / "benchmarks" / "compare_ppo_grpo.py")
+compare = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(compare)
+QUICK = compare.QUICK
+
+
+def test_quick_study_writes_every_run_the_table_and_the_plot(tmp_path):
+    out = tmp_path / "study"
+    done = run_script("benchmarks/compare_ppo_grpo.py", "--quick", "--output_dir", out, cwd=tmp_path, timeout=900)
+    summary = json.loads((out / "summary.json").read_text())
+    runs = json.loads((out / "runs.json").read_text())
+    assert summary["settings"] == QUICK
+
+    # the sweep: every learning rate for both; for GRPO every group size, then every iterations count; sweep seeds only
+    sweep = summary["sweep"]
+    assert {(r["algo"], r["lr"]) for r in sweep} == {(a, lr) for a in ("grpo", "ppo") for lr in QUICK["lrs"]}
+    assert {r["group"] for r in sweep if r["algo"] == "grpo"} == set(QUICK["groups"])
+    assert {r["iterations"] for r in sweep if r["algo"] == "grpo"} == set(QUICK["iterations"])
+    assert {r["seed"] for r in sweep} == set(QUICK["sweep_seeds"])
+
+    def best(rows):
+        means = {}
+        for r in rows:
+            means.setdefault((r["lr"], r["group"], r["iterations"]), []).append(r["reward_last_20pct"])
+        return dict(zip(("lr", "group", "iterations"), max(means, key=lambda key: statistics.mean(means[key]))))
+
+    grpo = [r for r in sweep if r["algo"] == "grpo"]
+    lr = best([r for r in grpo if (r["group"], r["iterations"]) == (8, 1)])["lr"]
+    group = best([r for r in grpo if r["lr"] == lr and r["iterations"] == 1])["group"]
+    assert summary["picks"]["grpo"] == best([r for r in grpo if r["lr"] == lr and r["group"] == group])
+    assert summary["picks"]["ppo"] == best([r for r in sweep if r["algo"] == "ppo"])
+
+    # the study: each algorithm at its picks, every budget and seed, each run's curve up to its budget
+    study = [r for r in runs if r["stage"] == "study"]
+    assert sorted((r["algo"], r["budget"], r["seed"]) for r in study) == sorted(
+        (a, b, s) for a in ("grpo", "ppo") for b in QUICK["budgets"] for s in QUICK["seeds"])
+    for r in study:
+        assert {key: r[key] for key in ("lr", "group", "iterations")} == summary["picks"][r["algo"]]
+        completions, seconds, rewards = zip(*r["curve"])
+        assert completions[-1] == r["budget"] and list(completions) == sorted(set(completions))
+        assert list(seconds) == sorted(seconds) and 0 < seconds[-1] <= r["wall_s"]
+        assert all(0 <= x <= 1 for x in (*rewards, r["pass@1 before"], r["pass@1 after"]))
+        assert r["peak_rss_mib"] > 100
+
+    table = summary["table"]
+    assert set(table) == {f"{a} {b}" for a in ("grpo", "ppo") for b in QUICK["budgets"]}
+    for key, row in table.items():
+        runs_here = [r for r in study if f"{r['algo']} {r['budget']}" == key]
+        assert row["pass@1 after"]["n"] == len(QUICK["seeds"])
+        assert row["pass@1 after"]["mean"] == round(statistics.mean(r["pass@1 after"] for r in runs_here), 4)
+        below = sum(r["pass@1 after"] < r["pass@1 before"] for r in runs_here)
+        assert row["ended_below_start"] == below / len(runs_here)
+        assert key in done.stdout
+    assert (out / "compare_ppo_grpo.png").read_bytes()[:4] == b"\x89PNG"
