@@ -32,6 +32,7 @@ import argparse
 import itertools
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -65,7 +66,7 @@ def flags(algo: str, budget: int, lr: float, group: int | None, iterations: int 
     return [*common, "--total_episodes", str(budget), "--per_device_train_batch_size", str(PPO_COMPLETIONS_PER_UPDATE)]
 
 
-def run(job: dict, output_dir: Path, eval_num_samples: int) -> dict:
+def run(job: dict, output_dir: Path, eval_num_samples: int, extra: list[str]) -> dict:
     """Train once; return the job with its curve, held-out pass@1 (if evaluated), peak RSS and wall-clock."""
     name = (f"{job['stage']}-{job['algo']}-b{job['budget']}-lr{job['lr']:g}-g{job['group']}-i{job['iterations']}"
             f"-s{job['seed']}")
@@ -73,7 +74,7 @@ def run(job: dict, output_dir: Path, eval_num_samples: int) -> dict:
     evaluate = job["stage"] == "study"
     cmd = [sys.executable, SCRIPTS[job["algo"]], "--seed", str(job["seed"]), "--output_dir", str(out),
            "--eval_num_samples", str(eval_num_samples if evaluate else 0),
-           *flags(job["algo"], job["budget"], job["lr"], job["group"], job["iterations"])]
+           *flags(job["algo"], job["budget"], job["lr"], job["group"], job["iterations"]), *extra]
     launched = time.time()
     with open(output_dir / "runs" / f"{name}.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **ENV}, stdout=log, stderr=subprocess.STDOUT)
@@ -107,7 +108,7 @@ def run_all(jobs: list[dict], args) -> list[dict]:
     done = []
 
     def one(job):
-        result = run(job, args.output_dir, args.eval_num_samples)
+        result = run(job, args.output_dir, args.eval_num_samples, shlex.split(args.extra_args))
         done.append(result)
         print(f"  [{len(done)}/{len(jobs)}] {job['stage']} {job['algo']} budget {job['budget']} lr {job['lr']:g} "
               f"group {job['group']} iterations {job['iterations']} seed {job['seed']}: "
@@ -262,6 +263,8 @@ def main():
                             type=type(value[0] if isinstance(value, list) else value), default=None,
                             help=f"default {value} ({QUICK[name]} with --quick)")
     parser.add_argument("--parallel", type=int, default=2, help="runs at a time, one thread each")
+    parser.add_argument("--extra_args", default="", help="flags added to every run of both scripts, e.g. "
+                        "'--model_name_or_path M --dataset_name D' to study your own task (both must accept them)")
     parser.add_argument("--output_dir", type=Path, default=REPO / "benchmarks" / "outputs" / "compare_ppo_grpo")
     parser.add_argument("--plot_only", action="store_true", help="redraw the PNG from --output_dir's JSON files")
     args = parser.parse_args()
@@ -289,7 +292,7 @@ def main():
     (args.output_dir / "runs.json").write_text(json.dumps(sweep_runs + study, indent=1) + "\n")
     (args.output_dir / "summary.json").write_text(json.dumps({
         "command": " ".join(["python", "benchmarks/compare_ppo_grpo.py", *sys.argv[1:]]),
-        "settings": {name: getattr(args, name) for name in FULL},
+        "settings": {name: getattr(args, name) for name in FULL}, "extra_args": args.extra_args,
         "sweep": [{key: r[key] for key in ("algo", "lr", "group", "iterations", "seed", "reward_last_20pct")}
                   for r in sweep_runs],
         "picks": picks, "table": table, "minutes": round((time.time() - start) / 60, 1)}, indent=1) + "\n")
