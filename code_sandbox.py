@@ -132,15 +132,15 @@ def main(run=exec, exit_now=os._exit, zip=zip):  # bound now: the code may repla
                       ("CORE", None)]:
         value = limits[key] if key else 0
         resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, value))
+    if job["keyctl"] or job["seccomp"]:
+        import ctypes
+        libc, ulong = ctypes.CDLL(None, use_errno=True), ctypes.c_ulong
     if job["keyctl"]:  # a new, empty session keyring: the trainer's keys (login, su -l, systemd) are out of reach
-        import ctypes
-        ctypes.CDLL(None).syscall(job["keyctl"], 1, None)  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
+        libc.syscall(job["keyctl"], 1, None)  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
     if job["seccomp"]:  # the parent's BPF program (seccomp_filter); from now on keyctl, unshare, ... fail with EPERM
-        import ctypes
         program = job["seccomp"]
         class Program(ctypes.Structure):  # struct sock_fprog
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-        libc, ulong = ctypes.CDLL(None, use_errno=True), ctypes.c_ulong
         if (libc.prctl(38, ulong(1), ulong(0), ulong(0), ulong(0))  # PR_SET_NO_NEW_PRIVS, which seccomp requires
                 or libc.prctl(22, ulong(2), ctypes.byref(Program(len(program) // 8, program)), ulong(0), ulong(0))):
             print("seccomp filter not installed:", os.strerror(ctypes.get_errno()), flush=True)  # fails the run
@@ -402,6 +402,7 @@ def _own_cgroups() -> list[tuple[str, int]]:
 
 
 _CGROUPS: dict[int, str] = {}  # slot -> its cgroup, made once, removed at exit
+_CGROUP_LIMITS: dict[str, int] = {}  # cgroup -> the total_memory it was last given
 
 
 def _slot_cgroup(slot: int, where: tuple[str, int] | None = None) -> str | None:
@@ -424,7 +425,11 @@ def _slot_cgroup(slot: int, where: tuple[str, int] | None = None) -> str | None:
 
 
 def _limit_memory(cgroup: str, total: int) -> None:
-    """Set `cgroup`'s memory limit to `total` bytes, swap included (v1) or no swap (v2)."""
+    """Set `cgroup`'s memory limit to `total` bytes, swap included (v1) or no swap (v2); only when it changes, as
+    every run calls this and a run's limits rarely differ from the last one's."""
+    if _CGROUP_LIMITS.get(cgroup) == total:
+        return
+    _CGROUP_LIMITS[cgroup] = total  # forgotten below if a write fails, so that the next run tries again
     if os.path.exists(os.path.join(cgroup, "memory.max")):
         settings = [("memory.max", total), ("memory.swap.max", 0)]
     else:  # v1: memsw (memory + swap) may never be below the memory limit, so lift it first
@@ -438,6 +443,7 @@ def _limit_memory(cgroup: str, total: int) -> None:
             pass
         except OSError as err:  # EBUSY: more than `total` still charged (files a run left); the old limit stays
             logger.warning("code sandbox: cannot set %s of %s to %d: %s", name, cgroup, value, err)
+            _CGROUP_LIMITS.pop(cgroup, None)
 
 
 def _empty(cgroup: str, rounds: int = 1) -> None:
@@ -555,9 +561,9 @@ def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) ->
             output = out.read(1 << 20)
     finally:
         _remove(workdir)
-        if uid is not None and mode != "bwrap":  # bwrap's code writes only to its own tmpfs
-            _remove_files_of(uid)
         if uid is not None:
+            if mode != "bwrap":  # bwrap's code writes only to its own tmpfs
+                _remove_files_of(uid)
             _next_uid_if_used(slot, uid)
         _SLOTS.put(slot)
     # Bytes, never decoded as a whole: the code can write to the report's descriptor. A report with anything in it

@@ -61,20 +61,20 @@ def parse_args(parser):
         ) from None
 
 
-TRACKERS = {"tensorboard": "tensorboard", "trackio": "trackio"}  # --report_to value -> the package it needs
+TRACKERS = ("tensorboard", "trackio")  # --report_to values whose package (of the same name) is optional
 
 
 def configure_tracking(training_args) -> None:
     """Accept `--report_to tensorboard,trackio` (the command line takes one string; a YAML config takes a list),
     and stop with one line, before any weights load, when a tracker's package is missing."""
-    training_args.report_to = [name.strip() for entry in training_args.report_to for name in entry.split(",")
-                               if name.strip() and name.strip() != "none"]
+    names = (name.strip() for entry in training_args.report_to for name in entry.split(","))
+    training_args.report_to = [name for name in names if name not in ("", "none")]
     for name in training_args.report_to:
         if name in TRACKERS:
             try:
-                importlib.import_module(TRACKERS[name])
+                importlib.import_module(name)
             except ImportError as err:
-                raise SystemExit(f"error: --report_to {name} needs the {TRACKERS[name]} package ({err}); "
+                raise SystemExit(f"error: --report_to {name} needs the {name} package ({err}); "
                                  "pip install -r requirements-tracking.txt") from None
 
 
