@@ -31,10 +31,8 @@ about 4 s here).
 import argparse
 import itertools
 import json
-import os
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,12 +42,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from harness import repo_relative, run_logged  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {"grpo": "grpo_trl_example.py", "ppo": "ppo_trl_example.py"}
 GRPO_COMPLETIONS_PER_STEP = 16  # the script's tuned per_device_train_batch_size: 2 prompts x 8 generations
 PPO_COMPLETIONS_PER_UPDATE = 64  # the script's tuned per_device_train_batch_size: one completion per prompt
-ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 FULL = dict(budgets=[1280, 2560, 5120], seeds=[1, 2, 3, 4, 5], sweep_seeds=[101, 102], lrs=[1e-4, 3e-4, 1e-3],
             groups=[4, 8, 16], iterations=[1, 4], eval_num_samples=16)
 QUICK = dict(budgets=[64, 128], seeds=[1, 2], sweep_seeds=[101], lrs=[3e-4, 1e-3], groups=[4, 8], iterations=[1, 2],
@@ -72,22 +70,17 @@ def run(job: dict, output_dir: Path, eval_num_samples: int, extra: list[str]) ->
             f"-s{job['seed']}")
     out = output_dir / "runs" / name
     evaluate = job["stage"] == "study"
-    cmd = [sys.executable, SCRIPTS[job["algo"]], "--seed", str(job["seed"]), "--output_dir", str(out),
+    cmd = [sys.executable, SCRIPTS[job["algo"]], "--seed", str(job["seed"]), "--output_dir", repo_relative(out),
            "--eval_num_samples", str(eval_num_samples if evaluate else 0),
            *flags(job["algo"], job["budget"], job["lr"], job["group"], job["iterations"]), *extra]
     launched = time.time()
-    with open(output_dir / "runs" / f"{name}.log", "w") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **ENV}, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)  # this run's own rusage: ru_maxrss is its peak RSS in KiB
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}; see {log.name}")
+    peak_rss_mib = run_logged(cmd, output_dir / "runs" / f"{name}.log")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     curve = [(completions_by(job, row["step"]), round(row["wall_time"] - launched, 2), row["reward"])
              for row in rows if "reward" in row]
     summary = json.loads((out / "summary.json").read_text())
     result = {**job, "command": " ".join(["python", *cmd[1:]]), "curve": curve,
-              "reward_last_20pct": summary["reward_last_20pct"], "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+              "reward_last_20pct": summary["reward_last_20pct"], "peak_rss_mib": peak_rss_mib,
               "wall_s": round(time.time() - launched, 2)}
     if evaluate:
         report = json.loads((out / "eval.json").read_text())

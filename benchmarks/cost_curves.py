@@ -2,7 +2,7 @@
 for both scripts.
 
     python benchmarks/cost_curves.py            # 3 axes x 3 points x 2 scripts, ~10 min on 2 cores
-    python benchmarks/cost_curves.py --quick    # shorter runs and the two smaller models only, ~2 min
+    python benchmarks/cost_curves.py --quick    # shorter runs and the two smaller models only, ~4 min
 
 Models: three Llamas with random weights and the bundled character tokenizer, built by build_model.py into
 benchmarks/outputs/ (0.4M, 6.5M and 71M parameters; random weights write random characters, so completions nearly
@@ -34,6 +34,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from harness import ONE_THREAD_OFFLINE, repo_relative, run_logged  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -46,19 +47,18 @@ MODELS = {  # name -> build_model.py's size flags
 }
 BASE = {"model": "6.5M", "length": 32, "completions": 16}
 AXES = {"length": [8, 32, 128], "completions": [8, 16, 32], "model": list(MODELS)}
-ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 def model_path(name: str, output_dir: Path) -> Path:
     path = output_dir / f"random-llama-{name}"
     if not (path / "config.json").exists():
         subprocess.run([sys.executable, str(BENCH / "build_model.py"), "--output_dir", str(path), *MODELS[name]],
-                       check=True, cwd=REPO, env={**os.environ, **ENV})
+                       check=True, cwd=REPO, env={**os.environ, **ONE_THREAD_OFFLINE})
     return path
 
 
 def flags(script: str, point: dict, steps: int, model: Path, out: Path) -> list[str]:
-    common = ["--model_name_or_path", str(model), "--output_dir", str(out), "--eval_strategy", "no",
+    common = ["--model_name_or_path", repo_relative(model), "--output_dir", repo_relative(out), "--eval_strategy", "no",
               "--eval_num_samples", "0", "--report_to", "none", "--save_strategy", "no", "--seed", "0"]
     if script == "grpo":
         group = point["completions"] // 2
@@ -75,16 +75,12 @@ def measure(script: str, point: dict, steps: int, output_dir: Path) -> dict:
     cmd = [sys.executable, f"{script}_trl_example.py",
            *flags(script, point, steps, model_path(point["model"], output_dir), out)]
     out.mkdir(parents=True, exist_ok=True)
-    with open(out.with_suffix(".log"), "w") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **ENV}, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed; see {out.with_suffix('.log')}")
+    peak_rss_mib = run_logged(cmd, out.with_suffix(".log"))
     times = [json.loads(line)["wall_time"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     step = statistics.median(b - a for a, b in zip(times[1:], times[2:]))  # from the second logged step on
     return {"script": script, **point, "step_s": round(step, 3),
             "ms_per_completion": round(1000 * step / point["completions"], 2),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "command": " ".join(["python", *cmd[1:]])}
+            "peak_rss_mib": peak_rss_mib, "command": " ".join(["python", *cmd[1:]])}
 
 
 def plot(results: list[dict], axes: dict, path: Path) -> None:

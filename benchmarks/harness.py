@@ -20,6 +20,31 @@ BIG_MODEL = OUTPUTS / "llama-71m"  # built by build_model.py
 COMMON_FLAGS = ["--eval_strategy", "no", "--report_to", "none", "--logging_steps", "1"]
 
 
+# One torch thread per run, so that a run's numbers depend on its seed rather than the machine's load; no hub.
+ONE_THREAD_OFFLINE = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+def repo_relative(path: Path) -> str:
+    """`path` relative to the repo root, where every run starts, when it lies inside the repo (so a recorded command
+    holds no machine's paths and can be pasted from the root); else as it is."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def run_logged(cmd: list[str], log_path: Path) -> float:
+    """Run `cmd` from the repo root with ONE_THREAD_OFFLINE, its output in `log_path`; return its peak RSS in MiB.
+
+    The peak is the run's own (os.wait4's rusage, ru_maxrss), not that of other runs going on beside it.
+    """
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **ONE_THREAD_OFFLINE}, stdout=log,
+                                stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{shlex.join(cmd)} exited with {os.waitstatus_to_exitcode(status)}; see {log_path}")
+    return round(usage.ru_maxrss / 1024, 1)
+
+
 def threads_env(threads: int) -> dict:
     """OMP_NUM_THREADS for the runs: 0 leaves torch's default (one thread per core)."""
     return {"OMP_NUM_THREADS": str(threads)} if threads else {}

@@ -21,18 +21,19 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness import ONE_THREAD_OFFLINE
+
 REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = REPO / "benchmarks" / "outputs" / "learning_seeds"
 SCRIPTS = {"grpo": "grpo_trl_example.py", "ppo": "ppo_trl_example.py"}
 # The flags the learning tests pass (tests/test_grpo.py and tests/test_ppo.py, test_default_run_learns).
 FLAGS = ["--eval_num_samples", "8"]
-ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 def run(script: str, seed: int) -> dict:
     out = OUTPUTS / f"{script}-seed{seed}"
     cmd = [sys.executable, SCRIPTS[script], "--seed", str(seed), "--output_dir", str(out), *FLAGS]
-    proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, **ENV}, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, **ONE_THREAD_OFFLINE}, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}\n{proc.stderr[-3000:]}")
     summary = json.loads((out / "summary.json").read_text())

@@ -4,9 +4,11 @@ its own sweep. The full study is a benchmark (BENCHMARKS.md), not a test."""
 import importlib.util
 import json
 import statistics
+import sys
 
 from conftest import REPO, run_script
 
+sys.path.insert(0, str(REPO / "benchmarks"))  # where it imports `harness` from, as it does when run as a script
 spec = importlib.util.spec_from_file_location("compare_ppo_grpo", REPO / "benchmarks" / "compare_ppo_grpo.py")
 compare = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(compare)
