@@ -58,6 +58,7 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
+    set_seed,
 )
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.trainer_utils import TrainOutput
@@ -521,6 +522,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ################
     # Model
     ################
+    # Seeded before any weights load, so that --seed also fixes what from_pretrained initialises at random: the
+    # value head, and the embedding rows for an added pad token. The Trainer seeds again later, too late for those.
+    set_seed(training_args.seed)
     model_kwargs = dict(
         revision=model_args.model_revision,
         dtype=model_args.dtype,

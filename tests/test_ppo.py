@@ -438,22 +438,23 @@ def test_default_run_learns(tmp_path):
     pass@1 on the test split improves.
 
     Margins: mean - 3 sd over 8 seeds (1-7, 42), measured by `python benchmarks/learning_seeds.py` with one thread,
-    as here (BENCHMARKS.md, "Does the default run learn?"): the rise 0.167 +- 0.026 (min 0.117), the last 20%
-    0.893 +- 0.014 (min 0.883), the pass@1 gain 0.314 +- 0.041 (min 0.238). Seed 42: rise 0.186, pass@1 0.475 -> 0.713.
-    The numbers are CPU numbers, so the run stays on CPU on a GPU machine too.
+    as here (BENCHMARKS.md, "Does the default run learn?"): the rise 0.181 +- 0.019 (min 0.160), the last 20%
+    0.902 +- 0.009 (min 0.889), the pass@1 gain 0.311 +- 0.034 (min 0.244). Seed 42: rise 0.186, pass@1 0.475 -> 0.762,
+    the same on every run since --seed reaches the value head. The numbers are CPU numbers, so the run stays on CPU
+    on a GPU machine too.
     """
     out = tmp_path / "out"
     proc = run_script(SCRIPT, "--output_dir", out, "--seed", 42, "--eval_num_samples", 8, "--use_cpu", "true",
                       cwd=tmp_path)
     summary = assert_summary_means(out, proc.stdout)  # 40 logs: 8 in each 20%
     assert summary["global_step"] == 40
-    assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.08
-    assert summary["reward_last_20pct"] >= 0.85
+    assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.12
+    assert summary["reward_last_20pct"] >= 0.87
 
     # held-out evaluation on the test split, before and after training
     report = json.loads((out / "eval.json").read_text())
     assert report["source"] == "split 'test'" and report["num_samples"] == 8
-    assert report["after"]["accuracy"]["pass@1"] - report["before"]["accuracy"]["pass@1"] >= 0.19
+    assert report["after"]["accuracy"]["pass@1"] - report["before"]["accuracy"]["pass@1"] >= 0.21
     assert "before   after" in proc.stdout
 
 
