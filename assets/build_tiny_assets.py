@@ -1,14 +1,19 @@
-"""Build the bundled tiny model and task that the scripts train on by default.
+"""Build the bundled tiny models and tasks: the default one the scripts train on, and a harder one.
 
-    python assets/build_tiny_assets.py
+    python assets/build_tiny_assets.py                    # the default task
+    python assets/build_tiny_assets.py --task addition3   # the harder task
 
 It writes, next to this file:
-    addition/train.jsonl, addition/test.jsonl   single-digit addition, {"prompt": "3+4=", "answer": "7"}
-    tiny-llama-addition/                        a ~0.4M-parameter Llama with a character-level tokenizer,
-                                                briefly supervised on the train split with TRL's SFTTrainer
+    addition/train.jsonl, addition/test.jsonl     single-digit addition, {"prompt": "3+4=", "answer": "7"}
+    tiny-llama-addition/                          a ~0.4M-parameter Llama with a character-level tokenizer,
+                                                  briefly supervised on the train split with TRL's SFTTrainer
+or, with --task addition3:
+    addition3/train.jsonl, addition3/test.jsonl   the sum of three digits, {"prompt": "3+4+5=", "answer": "12"}
+    tiny-llama-addition3/                         the same architecture and tokenizer, supervised the same way
 
 The SFT is deliberately short: the starting policy answers correctly only part of the time
-when sampled at temperature 1, so RL has something to improve. The outputs are committed,
+when sampled at temperature 1 (about half on `addition`, about a fifth on `addition3`), so RL
+has something to improve. The outputs are committed,
 so nobody needs to run this; it exists so the files can be rebuilt and audited. Runs on CPU
 in well under a minute and is seeded, so a rebuild gives the same data and a similar model
 (bit-exactness across machines is not promised by torch).
@@ -44,8 +49,19 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, unk_token=UNK, model_max_length=64)
 
 
-def build_data(seed: int, n_test: int) -> tuple[list[dict], list[dict]]:
-    rows = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(10) for b in range(10)]
+def all_rows(task: str) -> list[dict]:
+    digits = range(10)
+    if task == "addition":
+        return [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in digits for b in digits]
+    return [{"prompt": f"{a}+{b}+{c}=", "answer": str(a + b + c)} for a in digits for b in digits for c in digits]
+
+
+# task: (default SFT steps, test prompts). addition3 has 1000 prompts; 100 held out keep its eval cheap.
+TASKS = {"addition": (150, 20), "addition3": (200, 100)}
+
+
+def build_data(task: str, seed: int, n_test: int) -> tuple[list[dict], list[dict]]:
+    rows = all_rows(task)
     random.Random(seed).shuffle(rows)
     return rows[n_test:], rows[:n_test]
 
@@ -64,16 +80,19 @@ def sampled_accuracy(model, tokenizer, rows: list[dict], samples: int = 8) -> fl
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=sorted(TASKS), default="addition")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sft_steps", type=int, default=150, help="few on purpose: leave room for RL")
-    parser.add_argument("--n_test", type=int, default=20)
+    parser.add_argument("--sft_steps", type=int, help="few on purpose, to leave room for RL (default: the task's)")
+    parser.add_argument("--n_test", type=int, help="held-out prompts (default: the task's)")
     parser.add_argument("--out", type=Path, default=HERE)
     args = parser.parse_args()
+    default_steps, default_n_test = TASKS[args.task]
+    sft_steps = args.sft_steps or default_steps
     set_seed(args.seed)
 
     # ---- Data ----
-    train, test = build_data(args.seed, args.n_test)
-    data_dir = args.out / "addition"
+    train, test = build_data(args.task, args.seed, args.n_test or default_n_test)
+    data_dir = args.out / args.task
     data_dir.mkdir(parents=True, exist_ok=True)
     for name, rows in (("train", train), ("test", test)):
         with open(data_dir / f"{name}.jsonl", "w") as f:
@@ -104,7 +123,7 @@ def main():
     sft_data = Dataset.from_list([{"prompt": r["prompt"], "completion": r["answer"]} for r in train])
     sft_args = SFTConfig(
         output_dir=str(args.out / ".sft_tmp"),
-        max_steps=args.sft_steps,
+        max_steps=sft_steps,
         per_device_train_batch_size=32,
         learning_rate=3e-3,
         lr_scheduler_type="constant",
@@ -122,7 +141,7 @@ def main():
           f"test {sampled_accuracy(model, tokenizer, test):.2f}")
 
     # ---- Save ----
-    model_dir = args.out / "tiny-llama-addition"
+    model_dir = args.out / f"tiny-llama-{args.task}"
     model.config.pad_token_id = model.generation_config.pad_token_id = None  # SFTTrainer set it to eos
     model.config.use_cache = True  # SFT turned the KV cache off; generation wants it
     model.save_pretrained(model_dir)

@@ -200,7 +200,13 @@ def band(runs: list[dict], axis: int, points: int = 25):
     return grid, [statistics.mean(v) for v in values], [min(v) for v in values], [max(v) for v in values]
 
 
-def plot(study: list[dict], table: dict, picks: dict, path: Path) -> None:
+def task_name(extra_args: str) -> str:
+    """The --dataset_name in --extra_args, for titles: which task a study is on."""
+    words = shlex.split(extra_args)
+    return words[words.index("--dataset_name") + 1] if "--dataset_name" in words[:-1] else "the bundled task"
+
+
+def plot(study: list[dict], table: dict, picks: dict, task: str, path: Path) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     colors = {"grpo": "tab:blue", "ppo": "tab:orange"}
     budget = max(r["budget"] for r in study)
@@ -230,7 +236,7 @@ def plot(study: list[dict], table: dict, picks: dict, path: Path) -> None:
     for ax in (axes[0][0], axes[0][1], axes[1][0]):
         ax.legend()
         ax.grid(alpha=0.3)
-    fig.suptitle(f"PPO vs GRPO on the bundled task, {len({r['seed'] for r in study})} seeds per point")
+    fig.suptitle(f"PPO vs GRPO on {task}, {len({r['seed'] for r in study})} seeds per point")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -264,7 +270,8 @@ def main():
     if args.plot_only:
         summary = json.loads((args.output_dir / "summary.json").read_text())
         study = [r for r in json.loads((args.output_dir / "runs.json").read_text()) if r["stage"] == "study"]
-        plot(study, summary["table"], summary["picks"], args.output_dir / "compare_ppo_grpo.png")
+        plot(study, summary["table"], summary["picks"], task_name(summary.get("extra_args", "")),
+             args.output_dir / "compare_ppo_grpo.png")
         return print_table(summary["table"])
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
@@ -284,12 +291,12 @@ def main():
     table = summarize(study)
     (args.output_dir / "runs.json").write_text(json.dumps(sweep_runs + study, indent=1) + "\n")
     (args.output_dir / "summary.json").write_text(json.dumps({
-        "command": " ".join(["python", "benchmarks/compare_ppo_grpo.py", *sys.argv[1:]]),
+        "command": shlex.join(["python", "benchmarks/compare_ppo_grpo.py", *sys.argv[1:]]),
         "settings": {name: getattr(args, name) for name in FULL}, "extra_args": args.extra_args,
         "sweep": [{key: r[key] for key in ("algo", "lr", "group", "iterations", "seed", "reward_last_20pct")}
                   for r in sweep_runs],
         "picks": picks, "table": table, "minutes": round((time.time() - start) / 60, 1)}, indent=1) + "\n")
-    plot(study, table, picks, args.output_dir / "compare_ppo_grpo.png")
+    plot(study, table, picks, task_name(args.extra_args), args.output_dir / "compare_ppo_grpo.png")
     print_table(table)
     print(f"\n{len(sweep_runs) + len(study)} runs in {(time.time() - start) / 60:.1f} min; "
           f"{args.output_dir / 'summary.json'}, runs.json, compare_ppo_grpo.png")
