@@ -3,6 +3,9 @@
     >>> run_tests("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3", "assert add(2, 2) == 5"])
     0.5
 
+`run_code` runs code in the same sandbox, with the same limits, and returns what it printed (the `python` tool
+of tools.py): the harness then sends the code's stdout and stderr to a file of their own, never to the report.
+
 One run:
 1. The trainer splits each assert (`split_assert`). For `assert <expression> == <literal>` (either way round),
    the expected value stays in the trainer and only the expression goes to the sandbox; any other assert goes
@@ -120,6 +123,7 @@ class Limits:
 
 
 LIMITS = Limits()
+MAX_OUTPUT = 4096  # run_code: bytes of output returned
 
 # Runs inside the sandbox. Keep it stdlib-only and short: everything here is trusted.
 HARNESS = r"""
@@ -154,13 +158,28 @@ def main(run=exec, exit_now=os._exit, zip=zip):  # bound now: the code may repla
     token = job["token"]
     report = os.fdopen(os.dup(1), "w", buffering=1)
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
+    output = job["output_fd"] if job["output_fd"] >= 0 else null  # run_code: what the code prints comes back
+    os.dup2(null, 0)
+    for fd in (1, 2):
+        os.dup2(output, fd)
+    if output != null:
+        os.close(output)
+        sys.stdout.reconfigure(line_buffering=True)  # lines in the order printed, and kept if the run is killed
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     try:
         run(compile(job.pop("code"), "<completion>", "exec"), namespace)
-    except BaseException:  # SystemExit too: the code crashed, no assert passes
+    except BaseException as error:  # SystemExit too: the code crashed, no assert passes
+        if job["output_fd"] >= 0:
+            if not isinstance(error, SystemExit):  # the traceback as Python prints it, from the code's frames on
+                import traceback
+                frames = error.__traceback__
+                while frames and frames.tb_frame.f_code.co_filename != "<completion>":
+                    frames = frames.tb_next
+                traceback.print_exception(type(error), error, frames)
+            flush()
         exit_now(0)
+    if job["output_fd"] >= 0:
+        flush()
     for i, (kind, test) in enumerate(tests):
         try:
             if kind == "assert":
@@ -188,6 +207,12 @@ def plain(value, type=type, all=all, atoms=(int, float, complex, str, bytes, boo
     if kind in containers:
         return all(plain(item) for item in value)
     return kind is dict and all(plain(key) and plain(item) for key, item in value.items())
+def flush():  # exit_now skips it; the code may have replaced or closed the streams
+    for stream in (sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
 evaluate = eval
 main()
 """
@@ -529,10 +554,25 @@ def _grade(output: bytes, token: str, tests: list[tuple[str, str, object]]) -> f
 
 def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) -> float:
     """One sandboxed run of `python` in `mode`; the fraction of `tests` that passed."""
-    as_root = os.geteuid() == 0
     token = secrets.token_hex(16)
     graded = [split_assert(test) for test in tests]
-    job = marshal.dumps({"code": code, "tests": [[kind, source] for kind, source, _ in graded], "token": token,
+    output, _, _ = _sandboxed(code, [[kind, source] for kind, source, _ in graded], token, limits, mode, python)
+    # Bytes, never decoded as a whole: the code can write to the report's descriptor. A report with anything in it
+    # that the harness would not write was tampered with (or the sandbox failed) and is not trusted.
+    score = _grade(output, token, graded)
+    if score is None:
+        _explain(output)
+        return 0.0
+    return score
+
+
+def _sandboxed(code: str, tests: list, token: str, limits: Limits, mode: str, python: str,
+               capture: bool = False) -> tuple[bytes, bytes, int | None]:
+    """Run the harness on `code` and `tests` in `mode`: (its report, what the code printed if `capture`, its exit
+    status, None if it was still running at the timeout)."""
+    as_root = os.geteuid() == 0
+    printed = tempfile.TemporaryFile("w+b") if capture else None
+    job = marshal.dumps({"code": code, "tests": tests, "token": token, "output_fd": printed.fileno() if capture else -1,
                          "limits": asdict(limits), "keyctl": SYS_KEYCTL.get(platform.machine()),
                          "seccomp": seccomp_filter() or b""}, 4)  # format 4: the system Python reads it too
     slot = _SLOTS.get()
@@ -552,27 +592,27 @@ def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) ->
                 prefix = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(cgroup, "cgroup.procs"), *prefix]
             proc = subprocess.Popen([*prefix, *_setpriv(uid), python, "-I", "-c", HARNESS],
                                     stdin=job_file, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
-                                    env={**ENV, "HOME": workdir, "TMPDIR": workdir}, start_new_session=True)
+                                    env={**ENV, "HOME": workdir, "TMPDIR": workdir}, start_new_session=True,
+                                    pass_fds=[printed.fileno()] if capture else ())
             finished = _wait(proc, limits.timeout)
             _kill(proc, uid if mode == "rlimits" or not finished else None)
             if cgroup:
                 _empty(cgroup)
             out.seek(0)
             output = out.read(1 << 20)
+            if capture:
+                printed.seek(0)
+                captured = printed.read(MAX_OUTPUT + 1)
     finally:
+        if capture:
+            printed.close()
         _remove(workdir)
         if uid is not None:
             if mode != "bwrap":  # bwrap's code writes only to its own tmpfs
                 _remove_files_of(uid)
             _next_uid_if_used(slot, uid)
         _SLOTS.put(slot)
-    # Bytes, never decoded as a whole: the code can write to the report's descriptor. A report with anything in it
-    # that the harness would not write was tampered with (or the sandbox failed) and is not trusted.
-    score = _grade(output, token, graded)
-    if score is None:
-        _explain(output)
-        return 0.0
-    return score
+    return output, captured if capture else b"", proc.returncode if finished else None
 
 
 def _remove(path: str) -> None:
@@ -693,6 +733,14 @@ def sandbox_mode() -> str:
     raise RuntimeError(f"no code sandbox mode ({wanted}) works on this machine; install bubblewrap and util-linux")
 
 
+def _mode_and_python(mode: str | None) -> tuple[str, str]:
+    """`mode`, or the strongest that works here, and the Python that runs in it; RuntimeError if it does not work."""
+    mode = mode or sandbox_mode()
+    if (python := working_python(mode)) is None:
+        raise RuntimeError(f"code sandbox mode '{mode}' does not work on this machine")
+    return mode, python
+
+
 def run_tests(code: str, tests: list[str], limits: Limits | None = None, mode: str | None = None) -> float:
     """Run `code`, then each assert in `tests`, in a sandbox; return the fraction of asserts that pass.
 
@@ -707,10 +755,32 @@ def run_tests(code: str, tests: list[str], limits: Limits | None = None, mode: s
     """
     if not tests:
         raise ValueError("run_tests needs at least one assert")
-    mode = mode or sandbox_mode()
-    if (python := working_python(mode)) is None:
-        raise RuntimeError(f"code sandbox mode '{mode}' does not work on this machine")
+    mode, python = _mode_and_python(mode)
     return _run(code, tests, limits or LIMITS, mode, python)
+
+
+def run_code(code: str, limits: Limits | None = None, mode: str | None = None) -> str:
+    """Run `code` in a sandbox, as `run_tests` does, and return what it printed: stdout and stderr, with the last
+    frames of the traceback if it raised, at most `MAX_OUTPUT` bytes (the `python` tool in tools.py).
+
+    >>> run_code("print(6 * 7)")
+    '42\\n'
+    """
+    mode, python = _mode_and_python(mode)
+    limits = limits or LIMITS
+    report, printed, status = _sandboxed(code, [], secrets.token_hex(16), limits, mode, python, capture=True)
+    if report:  # the harness reports nothing without tests: this is the sandbox failing, or the code tampering
+        _explain(report)
+    text = printed[:MAX_OUTPUT].decode("utf-8", errors="replace")
+    if len(printed) > MAX_OUTPUT:
+        text += f"\n[output cut at {MAX_OUTPUT} bytes]"
+    if status is None:
+        text += f"\n[killed: still running after {limits.timeout:g} s]"
+    elif status:  # the harness exits 0 whatever the code does, unless a limit killed it: CPU time, memory
+        number = -status if status < 0 else status - 128  # a signal, seen directly or through the sandbox's shell
+        why = {signal.SIGXCPU: f"used {limits.cpu} s of CPU time"}.get(number, f"signal {number}")
+        text += f"\n[killed: {why}]" if 0 < number < 65 else f"\n[stopped by the sandbox: exit status {status}]"
+    return text
 
 
 def run_many(jobs: list[tuple[str, list[str]]], limits: Limits | None = None, mode: str | None = None) -> list[float]:

@@ -492,11 +492,13 @@ def plot_rewards(history: list[dict], reward_keys: list[str], path: Path, title:
 TRAINING_PANELS = [
     ("KL to the reference", ["kl", "objective/kl"]),
     ("completion length (tokens)", ["completions/mean_length", "completion_length"]),
+    ("tool use (per completion)", ["tools/call_frequency", "tools/failure_frequency"]),
 ]
 
 
 def plot_training(history: list[dict], reward_keys: list[str], path: Path, title: str) -> None:
-    """One PNG with a panel per reward function's mean, then KL and completion length, against the step."""
+    """One PNG with a panel per reward function's mean, then KL, completion length and tool use (where logged),
+    against the step."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -541,6 +543,11 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
         "reward_last_20pct": last,
         "reward_per_func_last": {k: history[-1][k] for k in reward_keys} if history else {},
     }
+    # Tool-calling GRPO (--tools): how often the model called a tool, per completion, and how often a call failed,
+    # as TRL logs them; next to each reward function's mean, so "more calls, more right answers" reads off one file.
+    tool_keys = sorted({k for h in history for k in h if k.startswith("tools/")})
+    if tool_keys:
+        summary["first_last_20pct"] = {k: mean_reward_first_last(history, k) for k in reward_keys + tool_keys}
     write_json_atomic(out / "summary.json", summary)
     plots = [out / "reward_curve.png", out / "training_curves.png"]
     plot_rewards(recorder.history, reward_keys, plots[0], title)
@@ -551,7 +558,9 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
         f"on {summary['world_size']} process(es)\n"
         f"  mean reward, first 20% of logged steps: {first:.3f}\n"
         f"  mean reward, last 20% of logged steps:  {last:.3f}\n"
-        f"  model:       {out}\n"
+        + "".join(f"  {key}, first -> last 20%: {a:.3f} -> {b:.3f}\n"
+                  for key, (a, b) in summary.get("first_last_20pct", {}).items())
+        + f"  model:       {out}\n"
         f"  metrics:     {out / 'metrics.jsonl'}\n"
         f"  completions: {out / 'completions.jsonl'}\n"
         f"  summary:     {out / 'summary.json'}\n"

@@ -24,10 +24,18 @@ group, A_i = (r_i - mean(r)) / std(r), as the advantage in a clipped policy-grad
 penalty `beta` against a frozen reference model. No value model is needed. GRPOTrainer does all of
 this; the script's job is to load the model, the prompts and the rewards, and record what happens.
 
+Tool calling: `--tools calculator` (tools.py, or your own function by dotted path) lets the model call tools
+while it generates; GRPOTrainer runs each call and feeds the result back. The bundled tool task shows a model
+learning to use a calculator:
+
+    python grpo_trl_example.py --config recipes/tiny/tools.yaml
+
 Outputs in `--output_dir`: the model (or LoRA adapter), metrics.jsonl, completions.jsonl,
 summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_num_samples.
 """
 
+import inspect
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +50,8 @@ from trl import (
     get_peft_config,
     get_quantization_config,
 )
+from trl.chat_template_utils import add_response_schema, supports_tool_calling
+from trl.data_utils import is_conversational
 from trl.models import unwrap_model_for_generation
 
 from common import (
@@ -62,6 +72,7 @@ from common import (
 )
 from evaluation import BeforeAfterEval, RewardModelReward, eval_split, prompt_token_ids, text_encoder
 from rewards import get_reward_funcs, reward_names
+from tools import environment_names, get_environment_factory, get_tools, tool_names
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 
@@ -99,7 +110,6 @@ UNSUPPORTED_OPTIONS = {
     "remove_unused_columns": "it drops the dataset columns the rewards read (e.g. `answer`), so every reward is None",
     "model_init_kwargs": "the script builds it from --dtype, --attn_implementation and --model_revision; set those",
     "sync_ref_model": "use --reference_mode ema or periodic, which set it together with the reference's update rule",
-    "max_tool_calling_iterations": "the script passes no tools to GRPOTrainer, so there is no tool-calling loop",
     "log_multimodal": "the script is text-only: there are no images to log",
     # Trainer options that GRPOTrainer's own loss, sampler and prediction step replace
     "label_smoothing_factor": "GRPOTrainer computes its own policy-gradient loss, with no label smoothing",
@@ -143,6 +153,18 @@ class GRPOScriptArguments(ScriptArguments):
         metadata={"help": "Reward models (sequence classifiers with one output), scored next to --reward_funcs: "
                   "--reward_weights lists the reward models' weights first, as in TRL's grpo.py. Each reads the "
                   "text with its own tokenizer."},
+    )
+    tools: list[str] = field(
+        default_factory=list,
+        metadata={"help": f"Tools the model may call while it generates: {', '.join(tool_names())}, or a dotted path "
+                  "`module.function` to your own (tools.py says how to write one). Needs conversational prompts "
+                  "and a chat template that trl can parse tool calls from (Qwen2.5, Qwen3, Llama 3.1, ...); "
+                  "--max_tool_calling_iterations bounds the rounds of calls per completion."},
+    )
+    environment_factory: str | None = field(
+        default=None,
+        metadata={"help": f"A stateful environment, one instance per rollout, whose public methods are tools: "
+                  f"{', '.join(environment_names())}, or a dotted path `module.Class` (tools.py, Notebook)."},
     )
     dataset_prompt_column: str = field(
         default="prompt",
@@ -202,6 +224,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     )
     if tokenizer.pad_token is None:  # GPT-2-style tokenizers; GRPO masks everything after the first eos anyway
         tokenizer.pad_token = tokenizer.eos_token
+    tools, environment_factory = load_tools(script_args, tokenizer, model_args.model_name_or_path)
     peft_config = get_peft_config(model_args)  # None unless --use_peft
     # The KL reference (GRPOConfig.sync_ref_model, from TR-DPO, Gorbatovski et al. 2024): `static` keeps the
     # starting policy; `ema` and `periodic` move it toward the policy every ref_model_sync_steps, softly
@@ -229,6 +252,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
             train_dataset, eval_dataset, script_args.dataset_train_split, script_args.dataset_test_split,
             training_args.seed,
         )
+    if (tools or environment_factory) and not is_conversational(train_dataset[0]):
+        raise SystemExit("error: --tools needs conversational prompts (lists of messages), which the chat template "
+                         "renders with the tools' descriptions: give the prompts as messages, or set --system_prompt")
     if eval_dataset is None and training_args.eval_strategy != "no":
         print(f"no '{script_args.dataset_test_split}' split in {script_args.dataset_name}: evaluation is off")
         training_args.eval_strategy = "no"
@@ -262,9 +288,15 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     ################
     # Training
     ################
+    # With tools, a completion is a whole exchange: assistant turns, tool calls and tool results. One reward hands
+    # it to TRL's completion log too (`log_extra`), so completions.jsonl shows the episode, not only its text.
+    logged_rewards = list(reward_funcs)
+    sync = [i for i, func in enumerate(reward_funcs) if not inspect.iscoroutinefunction(func)]
+    if (tools or environment_factory) and sync:
+        logged_rewards[sync[0]] = LogEpisodes(reward_funcs[sync[0]])
     trainer = GRPOTrainer(
         model=model_args.model_name_or_path,
-        reward_funcs=reward_models + reward_funcs,
+        reward_funcs=reward_models + logged_rewards,
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset if training_args.eval_strategy != "no" else None,
@@ -272,6 +304,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         reward_processing_classes=reward_tokenizers + [None] * len(reward_funcs),
         peft_config=peft_config,
         quantization_config=quantization_config,
+        tools=tools or None,
+        environment_factory=environment_factory,
     )
 
     def latest_completions() -> list[dict]:
@@ -281,7 +315,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         # with eval completions, so it cannot tell training samples apart. Prompts are as the model saw them.
         logs = trainer._logs
         return [
-            {"prompt": prompt, "completion": completion, **{name: r[i] for name, r in logs["rewards"].items()}}
+            {"prompt": prompt, "completion": completion, **{name: r[i] for name, r in logs["rewards"].items()},
+             **{column: values[i] for column, values in logs["extra"].items() if i < len(values)}}
             for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"]))
         ]
 
@@ -326,6 +361,47 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     trainer.accelerator.end_training()
 
 
+def load_tools(script_args: GRPOScriptArguments, tokenizer, model_name: str) -> tuple[list, type | None]:
+    """`--tools` and `--environment_factory`, checked, with the tokenizer checked for what tool calling needs: a
+    chat template that renders tool calls and results, and a response parser trl can read calls with. Each
+    failure stops the run with one line, before any weights load."""
+    if not script_args.tools and not script_args.environment_factory:
+        return [], None
+    try:
+        tools = get_tools(script_args.tools)
+        factory = get_environment_factory(script_args.environment_factory) if script_args.environment_factory else None
+    except ValueError as err:  # an unknown name, an import error, a tool without type hints or docstring
+        raise SystemExit(f"error: {err}") from None
+    if not supports_tool_calling(tokenizer):
+        raise SystemExit(f"error: --tools: the chat template of {model_name} cannot render a tool call and its "
+                         "result (trl.chat_template_utils.supports_tool_calling); use a model trained for tool "
+                         "calling, e.g. Qwen/Qwen2.5-0.5B-Instruct or Qwen/Qwen3-0.6B")
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        try:  # what GRPOTrainer would do itself, later: a parser for the chat templates trl knows
+            add_response_schema(tokenizer)
+        except ValueError:
+            raise SystemExit(f"error: --tools: trl cannot parse tool calls out of {model_name}'s completions: its "
+                             "chat template is not one trl.chat_template_utils knows (Qwen2.5, Qwen3, Llama 3.1/3.2, "
+                             "GLM-4.5, GPT-OSS, ...) and its tokenizer sets no response_template; set one "
+                             "(transformers' docs: chat response parsing) and save it with the tokenizer") from None
+    return tools, factory
+
+
+class LogEpisodes:
+    """A reward function, passed through, that also logs each completion's messages (assistant turns, tool calls,
+    tool results) in TRL's completion log through the `log_extra` argument TRL gives every reward."""
+
+    def __init__(self, reward_func):
+        self.reward_func = reward_func
+        self.__name__ = reward_func.__name__  # TRL names the reward's metrics after it
+
+    def __call__(self, completions, log_extra=None, **kwargs):
+        if log_extra is not None:
+            log_extra("messages", [json.loads(json.dumps(c, default=str)) if isinstance(c, list) else None
+                                   for c in completions])
+        return self.reward_func(completions=completions, log_extra=log_extra, **kwargs)
+
+
 if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
@@ -343,5 +419,12 @@ if __name__ == "__main__":
     if script_args.reference_mode != "static" and (training_args.beta == 0 or model_args.use_peft):
         raise SystemExit(f"error: --reference_mode {script_args.reference_mode} updates a separate reference model, "
                          "which exists only with --beta > 0 and without --use_peft")
+    if training_args.max_tool_calling_iterations is not None and not (script_args.tools or
+                                                                     script_args.environment_factory):
+        raise SystemExit("error: --max_tool_calling_iterations bounds the rounds of tool calls: add --tools")
+    if script_args.eval_num_samples > 0 and (script_args.tools or script_args.environment_factory):
+        raise SystemExit("error: --eval_num_samples: the before/after evaluation generates without the tool loop; "
+                         "with --tools, read the tool-call rate and rewards in summary.json, or set --eval_strategy "
+                         "steps (GRPOTrainer's evaluation runs the tools)")
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
     main(script_args, training_args, model_args)

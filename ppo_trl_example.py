@@ -121,7 +121,11 @@ TUNED_FOR_TINY_MODEL = dict(
 _OWN_LOOP = "trl 1.12's PPOTrainer runs its own training loop, which "
 _NO_EVAL = _OWN_LOOP + "never evaluates; --eval_num_samples K evaluates before and after training"
 _ACCELERATOR = "PPOTrainer builds its Accelerator without it; "
+_NO_TOOL_LOOP = ("trl 1.12's PPOTrainer generates each completion in one turn and has no tool-calling loop; "
+                 "tool calling is GRPO's: grpo_trl_example.py --tools")
 UNSUPPORTED_OPTIONS = {
+    "tools": _NO_TOOL_LOOP,
+    "environment_factory": _NO_TOOL_LOOP,
     "dataset_streaming": "the script tokenizes the whole dataset up front (PPO pads every prompt to the longest); "
                          "take a slice of a large dataset with --dataset_train_split 'train[:10%]'",
     "ignore_bias_buffers": "it is a DDP setting of TRL's DPO script; PPO has no such buffers",
@@ -205,6 +209,14 @@ class PPOScriptArguments(ScriptArguments):
         default_factory=lambda: ["accuracy"],
         metadata={"help": f"Reward functions: {', '.join(reward_names())}, or a dotted path `module.function`. "
                   "Weight them with --reward_weights. Not used when --reward_model_path is set."},
+    )
+    tools: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Refused: trl 1.12's PPOTrainer generates each completion in one turn, with no tool-calling "
+                  "loop. Tool calling is GRPO's: grpo_trl_example.py --tools."},
+    )
+    environment_factory: str | None = field(
+        default=None, metadata={"help": "Refused, as --tools: grpo_trl_example.py --environment_factory."},
     )
     reward_options: list[str] = field(
         default_factory=list,

@@ -668,6 +668,20 @@ def parse_reward_options(options: list[str] | None, names: list[str]) -> dict[st
     return parsed
 
 
+def import_dotted(path: str, kind: str):
+    """The object at `package.module.name`; a ValueError that says how to fix it if it does not import.
+
+    >>> import_dotted("math.pi", "reward")
+    3.141592653589793
+    """
+    module_name, _, attr = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"cannot import {kind} '{path}' ({err}); its module must be importable, "
+                         "e.g. on PYTHONPATH or next to your script") from err
+
+
 def get_reward_funcs(names: list[str], max_completion_length: int, options: list[str] | None = None) -> list[Callable]:
     """Resolve reward names to reward functions.
 
@@ -691,14 +705,8 @@ def get_reward_funcs(names: list[str], max_completion_length: int, options: list
             reward_func = REWARDS[name].build(max_completion_length, **parsed_options.get(name, {}))
             funcs.append(CheckedReward(name, reward_func))
         elif "." in name:
-            module_name, _, attr = name.rpartition(".")
-            try:
-                func = getattr(importlib.import_module(module_name), attr)
-            except (ImportError, AttributeError) as err:
-                raise ValueError(
-                    f"cannot import reward '{name}' ({err}); its module must be importable, "
-                    "e.g. on PYTHONPATH or next to your script"
-                ) from err
+            func = import_dotted(name, "reward")
+            attr = name.rpartition(".")[2]
             if not callable(func):
                 raise ValueError(f"reward '{name}' is a {type(func).__name__}, not a function")
             # async rewards go to GRPOTrainer as they are: it runs them concurrently, unchecked

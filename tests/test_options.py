@@ -24,7 +24,8 @@ ACTS = {
         ddp_broadcast_buffers ddp_bucket_cap_mb ddp_find_unused_parameters ddp_static_graph ddp_timeout
         debug deepspeed delta disable_dropout disable_tqdm do_eval ds3_gather_for_generation dtype
         enable_jit_checkpoint entropy_coef entropy_coef_delta entropy_coef_max entropy_coef_min
-        entropy_target epsilon epsilon_high eval_delay eval_max_prompts eval_num_samples eval_on_start
+        entropy_target environment_factory epsilon epsilon_high eval_delay eval_max_prompts eval_num_samples
+        eval_on_start
         eval_steps eval_strategy fp16 fsdp fsdp_config full_determinism generation_batch_size
         generation_kwargs gradient_accumulation_steps gradient_checkpointing gradient_checkpointing_kwargs
         greater_is_better hub_always_push hub_model_id hub_private_repo hub_revision hub_strategy hub_token
@@ -34,7 +35,8 @@ ACTS = {
         logging_first_step logging_nan_inf_filter logging_steps logging_strategy lora_alpha lora_dropout
         lora_modules_to_save lora_r lora_target_modules lora_target_parameters lora_task_type loss_type
         lr_scheduler_kwargs lr_scheduler_type mask_truncated_completions max_completion_length max_grad_norm
-        max_steps metric_for_best_model min_p model_name_or_path model_revision multi_objective_aggregation
+        max_steps max_tool_calling_iterations metric_for_best_model min_p model_name_or_path model_revision
+        multi_objective_aggregation
         neftune_noise_alpha no_signal_patience num_completions_to_print num_generations num_generations_eval
         num_iterations num_train_epochs off_policy_mask_threshold optim optim_args optim_target_modules
         output_dir pad_to_multiple_of parallelism_config per_device_eval_batch_size
@@ -43,7 +45,7 @@ ACTS = {
         resume_from_checkpoint reward_funcs reward_model_name_or_path reward_options reward_weights router_aux_loss_coef
         run_name sapo_temperature_neg sapo_temperature_pos save_on_each_node save_only_model save_steps
         save_strategy save_total_limit scale_rewards seed shuffle_dataset skip_memory_metrics
-        steps_per_generation stop_on_no_signal system_prompt temperature tf32 top_entropy_quantile top_k
+        steps_per_generation stop_on_no_signal system_prompt temperature tf32 tools top_entropy_quantile top_k
         top_p torch_compile torch_compile_backend torch_compile_mode torch_empty_cache_steps
         trackio_bucket_id trackio_space_id trackio_static_space_id transformers_continuous_batching_config
         trust_remote_code use_adaptive_entropy use_bias_correction_kl use_bnb_nested_quant use_cpu use_dora

@@ -1,7 +1,8 @@
 """The few private corners of trl 1.12 / transformers that the scripts rely on, each checked directly, so that an
 upgrade that changes one fails here, loudly and by name, instead of somewhere deep in a training run.
 
-    GRPOTrainer._logs                 grpo_trl_example.py reads the last generation batch for completions.jsonl
+    GRPOTrainer._logs                 grpo_trl_example.py reads the last generation batch for completions.jsonl,
+                                      with the columns rewards add through `log_extra` (the tool episodes)
     GRPOTrainer._tokenize_prompts     evaluation.prompt_token_ids copies it, so eval feeds the ids training feeds
     Trainer._save_checkpoint          ppo_trl_example.py saves the unwrapped policy under DDP through it
     trl.experimental.utils.get_reward ppo_trl_example.RewardAdapter is a reward model to it (base_model_prefix, score)
@@ -33,8 +34,12 @@ def grpo_trainer(tmp_path_factory):
     args = GRPOConfig(output_dir=str(tmp / "out"), use_cpu=True, bf16=False, per_device_train_batch_size=4,
                       num_generations=4, max_completion_length=2, report_to="none", beta=0.0)
     dataset = Dataset.from_list([{"prompt": "3+4=", "answer": "7"}] * 4)
-    trainer = GRPOTrainer(model=str(model_dir), reward_funcs=get_reward_funcs(["accuracy"], 2), args=args,
-                          train_dataset=dataset, processing_class=tokenizer)
+    def numbered(completions, log_extra, **kwargs):  # logs a column of its own, as LogEpisodes does
+        log_extra("number", list(range(len(completions))))
+        return [0.0] * len(completions)
+
+    trainer = GRPOTrainer(model=str(model_dir), reward_funcs=[*get_reward_funcs(["accuracy"], 2), numbered],
+                          args=args, train_dataset=dataset, processing_class=tokenizer)
     return trainer, tokenizer
 
 
@@ -45,6 +50,7 @@ def test_grpo_logs_hold_the_last_generation_batch(grpo_trainer):
     assert set(logs) >= {"prompt", "completion", "rewards"}
     assert len(logs["prompt"]) == len(logs["completion"]) == len(logs["rewards"]["accuracy"]) == 4
     assert all(isinstance(p, str) and isinstance(c, str) for p, c in zip(logs["prompt"], logs["completion"]))
+    assert list(logs["extra"]["number"]) == [0, 1, 2, 3]  # one entry per completion, in the same order
 
 
 @pytest.mark.parametrize("prompt", ["3+4=", [{"role": "user", "content": "3+4="}]], ids=["plain", "chat"])
