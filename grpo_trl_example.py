@@ -34,6 +34,7 @@ Outputs in `--output_dir`: the model (or LoRA adapter), metrics.jsonl, completio
 summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_num_samples.
 """
 
+import gc
 import inspect
 import json
 from dataclasses import dataclass, field
@@ -428,3 +429,7 @@ if __name__ == "__main__":
                          "steps (GRPOTrainer's evaluation runs the tools)")
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
     main(script_args, training_args, model_args)
+    # Free the trainer now, while Python is fully alive. Left to the interpreter's shutdown, the DDP model's
+    # gloo buffers are released from torch's threads after Python has stopped, which can abort the process
+    # (SIGABRT) although training finished: pytorch/pytorch#179291.
+    gc.collect()

@@ -43,6 +43,7 @@ summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_n
 not saved.
 """
 
+import gc
 import math
 import time
 from contextlib import contextmanager
@@ -651,3 +652,7 @@ if __name__ == "__main__":
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
     main(script_args, training_args, model_args)
+    # Free the trainer now, while Python is fully alive. Left to the interpreter's shutdown, the DDP model's
+    # gloo buffers are released from torch's threads after Python has stopped, which can abort the process
+    # (SIGABRT) although training finished: pytorch/pytorch#179291.
+    gc.collect()

@@ -53,6 +53,10 @@ def ddp_flags(num_processes: int) -> list[str]:
     return ["--use_cpu", "true"] if torch.cuda.device_count() < num_processes else []
 
 
+# How a process's fatal error begins, wherever it is in stderr: Python's, a C++ exception's, glibc's, a signal's.
+FATAL = ("Fatal Python error", "terminate called", "  what():", "*** ", "free(): ", "Signal ", "error: ")
+
+
 def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bool = True, timeout: int = 300,
                launcher: list[str] = ()):
     """Run `python [launcher] <script> <args>` from `cwd` with the hub switched off, as a user would.
@@ -65,8 +69,10 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
         cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
     )
     if check and proc.returncode != 0:
+        # A launcher's traceback fills the end of stderr; a process's own fatal error can sit far above it.
+        fatal = [line for line in proc.stderr.splitlines() if line.startswith(FATAL)]
         pytest.fail(f"{script} exited with {proc.returncode}\n--- stdout ---\n{proc.stdout[-3000:]}"
-                    f"\n--- stderr ---\n{proc.stderr[-6000:]}")
+                    f"\n--- stderr ---\n{proc.stderr[-6000:]}\n--- fatal errors in stderr ---\n" + "\n".join(fatal))
     return proc
 
 
@@ -187,6 +193,23 @@ def spied(tmp_path: Path) -> tuple[list[str], dict, Path]:
 
 def spied_calls(spy_file: Path, call: str) -> list[str]:
     return [c["arg"] for c in read_jsonl(spy_file) if c["call"] == call] if spy_file.exists() else []
+
+
+# sitecustomize.py for a multi-process run's PYTHONPATH: when each process exits, after the script's own code, it
+# records in $PROBE_DIR/ddp-alive-rank<RANK> how many DDP models are still alive, left to the interpreter's shutdown
+# (where gloo can abort the process as it frees them).
+SHUTDOWN_PROBE = """
+import atexit, gc, os, sys
+
+def record():
+    if "RANK" in os.environ and "torch" in sys.modules:
+        import torch
+        alive = sum(isinstance(o, torch.nn.parallel.DistributedDataParallel) for o in gc.get_objects())
+        with open(os.path.join(os.environ["PROBE_DIR"], f"ddp-alive-rank{os.environ['RANK']}"), "w") as f:
+            f.write(str(alive))
+
+atexit.register(record)
+"""
 
 
 # A reward that scores nothing and records the prompts its process was given: one JSON list per call, in

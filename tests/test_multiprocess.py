@@ -7,11 +7,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import RANK_PROBE, REPO, THREADS, accelerate_ddp, ddp_flags, free_port, read_jsonl, run_script
+from conftest import RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, accelerate_ddp, ddp_flags, free_port, read_jsonl, run_script
 
 
 def test_grpo_two_processes(tmp_path):
     (tmp_path / "probe.py").write_text(RANK_PROBE)
+    (tmp_path / "sitecustomize.py").write_text(SHUTDOWN_PROBE)
     out = tmp_path / "out"
     steps = 3
     proc = run_script("grpo_trl_example.py", "--output_dir", out, "--max_steps", steps, "--logging_steps", 1,
@@ -34,6 +35,9 @@ def test_grpo_two_processes(tmp_path):
     for prompts0, prompts1 in zip(rank0, rank1):
         assert len(prompts0) == len(prompts1) == 2  # 16 completions per rank = 2 prompts x 8 generations
         assert not set(prompts0) & set(prompts1)
+
+    # each process freed its DDP model itself, before Python's shutdown
+    assert [(tmp_path / f"ddp-alive-rank{r}").read_text() for r in (0, 1)] == ["0", "0"]
 
 
 def test_grpo_two_machines(tmp_path):

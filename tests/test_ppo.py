@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import (ADDITION, RANK_PROBE, REPO, TINY_MODEL, accelerate_ddp, assert_adapter_trained,
+from conftest import (ADDITION, RANK_PROBE, REPO, SHUTDOWN_PROBE, TINY_MODEL, accelerate_ddp, assert_adapter_trained,
                       assert_run_summary, assert_summary_means, assert_trained, ddp_flags, read_jsonl, run_script, spied,
                       spied_calls, write_jsonl)
 
@@ -344,6 +344,7 @@ def test_two_processes(tmp_path):
     gets its own prompts, rewards are averaged over both, both processes' completions are recorded, a plain policy is
     saved, and the eval is split between them."""
     (tmp_path / "probe.py").write_text(RANK_PROBE)
+    (tmp_path / "sitecustomize.py").write_text(SHUTDOWN_PROBE)
     out = tmp_path / "out"
     run_script(SCRIPT, "--output_dir", out, "--total_episodes", 64, "--per_device_train_batch_size", 16,
                "--num_mini_batches", 1, "--save_strategy", "steps", "--save_steps", 1, "--eval_num_samples", 2,
@@ -368,6 +369,8 @@ def test_two_processes(tmp_path):
     for weights in (out / "model.safetensors", out / "checkpoint-1" / "model.safetensors"):
         with safe_open(weights, "pt") as f:  # the policy alone, not the DDP-wrapped policy + value model
             assert not any(k.startswith(("module.", "policy.", "value_model.")) for k in f.keys())
+    # each process freed its DDP model itself, before Python's shutdown
+    assert [(tmp_path / f"ddp-alive-rank{r}").read_text() for r in (0, 1)] == ["0", "0"]
 
 
 def test_yaml_config_with_value_model_and_ppo_settings(tmp_path):
