@@ -215,8 +215,11 @@ def extract_answer(text: str) -> str | None:
 
     The fallback (no marker at all) reads a number only where a reader would see one: a token of digits (with
     thousands commas, a decimal part, a leading `.`, a sign, or as a fraction `a/b`) between spaces or sentence
-    punctuation. Digits inside a word (`AZYUK2A`), inside a LaTeX expression (`\frac{1+\sqrt{5}}{2}`, `x^2`) or
-    in an interval (`[0,1)`) are not an answer: a reward that credited them could be gamed by printing digits.
+    punctuation. Digits inside a word (`AZYUK2A`), inside a LaTeX expression (`\frac{1+\sqrt{5}}{2}`, `x^2`), in
+    brackets (`(1)` and `[1]` are references more often than answers) or in an interval (`[0,1)`) are not an answer,
+    and neither is a number that a variable follows (`5 x`, `2 pi`: a coefficient). A reward that credited them
+    could be gamed by printing digits. Only the last number counts, so "12 or 13" answers 13: one guess.
+    After `####` the answer is the first number on its line, or the whole line if it holds several spaced apart.
 
     >>> extract_answer("<think>2 + 2</think> <answer> 4 </answer>")
     '4'
@@ -224,16 +227,24 @@ def extract_answer(text: str) -> str | None:
     '12'
     >>> extract_answer("The probability is .4"), extract_answer("AZYUK2A"), extract_answer(r"$\frac{1+\sqrt{5}}{2}$")
     ('.4', None, None)
+    >>> [extract_answer(text) for text in ["#### 72 dollars", "#### 7 8 9", "so 5 x", "(42)"]]
+    ['72', '7 8 9', None, None]
     """
     text = text.replace("\u2212", "-")  # the Unicode minus sign that models (and LaTeX renderers) write
     if answers := ANSWER_TAG.findall(text):
         return answers[-1].strip()
     if (boxed := _last_boxed(text)) is not None:
         return boxed.strip()
-    if "####" in text and (number := NUMBER.search(text.rsplit("####", 1)[1])):
-        return number.group()
-    numbers = STANDALONE_NUMBER.findall(text)
-    return numbers[-1] if numbers else None
+    if "####" in text:
+        line = text.rsplit("####", 1)[1].strip().split("\n", 1)[0]
+        if SPACED_NUMBERS.search(line):  # "#### 7 8 9": a list of guesses, as in an <answer>
+            return line
+        if number := NUMBER.search(line):
+            return number.group()
+    numbers = list(STANDALONE_NUMBER.finditer(text))
+    if not numbers or LONE_LETTER.match(text[numbers[-1].end():].lstrip()):  # "5 x", "2 pi": a coefficient
+        return None
+    return numbers[-1].group()
 
 
 def _to_number(text: str) -> float | None:
@@ -263,6 +274,20 @@ def _to_number(text: str) -> float | None:
     return None
 
 
+def _same_number(pred: str, pred_number: float, gold: str, gold_number: float) -> bool:
+    """Whether two plain numbers are equal; a percentage equals both its number and its fraction ("50%" is 50 and
+    0.5), as math-verify has it.
+
+    >>> _same_number("50%", 50.0, "0.5", 0.5), _same_number("50%", 50.0, "50", 50.0)
+    (True, True)
+    >>> _same_number("50", 50.0, "0.5", 0.5)
+    False
+    """
+    preds = [pred_number, pred_number / 100] if "%" in pred else [pred_number]
+    golds = [gold_number, gold_number / 100] if "%" in gold else [gold_number]
+    return any(math.isclose(p, g, abs_tol=1e-6) for p in preds for g in golds)
+
+
 def final_answer(text: str) -> str | None:
     """The final answer as a majority vote counts it (maj@k): `extract_answer`, with a plain number reduced to its
     value, so that "18 dollars", "$18" and "18.00" are one vote.
@@ -276,7 +301,9 @@ def final_answer(text: str) -> str | None:
 
 
 # Seconds of math-verify one call of `accuracy` may spend before it scores its remaining symbolic answers 0, so that a
-# batch of pathological answers never stalls a training step for long. Plain numbers never touch math-verify.
+# batch of pathological answers never stalls a training step for long: no math-verify call starts after it, and the
+# last one ends less than a second past it (math-verify times out in whole seconds). Plain numbers never touch
+# math-verify.
 MATH_VERIFY_BUDGET = 10.0
 _PARSED: dict[str, tuple] = {}
 
@@ -293,7 +320,8 @@ def _parse(text: str, timeout: int | None) -> tuple:
 
 
 def _within(timeout: int | None, deadline: float) -> int | None:
-    """A math-verify timeout (whole seconds, at least 1: it uses signal.alarm) that ends by `deadline`."""
+    """A math-verify timeout (whole seconds, at least 1: it uses signal.alarm) that ends by `deadline`, or less than a
+    second after it."""
     return None if timeout is None else max(1, min(timeout, math.ceil(deadline - time.monotonic())))
 
 
@@ -317,11 +345,19 @@ def _math_verify_timeouts() -> tuple[int | None, int | None]:
 def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[float | None]:
     r"""1.0 if the completion's final answer (see `extract_answer`) equals the gold answer, else 0.0.
 
-    Numbers are compared numerically ("1,000" == "1000.0", "18 dollars" == "18", ".5" == "0.5"); anything else goes
+    The final answer is the last `<answer>`, else the last `\boxed{}`, else the first line after the last `####`,
+    else (no marker at all) the last number standing on its own in prose: "So she has 18 cookies." is 18, but
+    digits in a word, a LaTeX expression, brackets or an interval are not read ("AZYUK2A", `\frac{1+\sqrt{5}}{2}`,
+    "(1)", "[0,1)"), nor is a number that a variable follows ("5 x", "2 pi"). Numbers spaced apart in an answer
+    ("7 8 9") are a list of guesses and score 0.
+
+    Numbers are compared numerically ("1,000" == "1000.0", "18 dollars" == "18", ".5" == "0.5", and "50%" is both 50
+    and 0.5, as in math-verify); anything else goes
     through math-verify (`\frac{1}{2}` == "0.5"), whose parses are cached and which gets at most
-    `MATH_VERIFY_BUDGET` seconds per call, each parse and check timed to end by then (answers left after that score
-    0, with a warning; off the main thread math-verify cannot time out, and only the budget holds). A GSM8K gold
-    ("... #### 72") counts from its last `####`, and a gold with `\boxed{}` counts from its last box.
+    `MATH_VERIFY_BUDGET` seconds per call: no parse or check starts after that, and the last ends less than a second
+    past it (answers left score 0, with a warning). Off the main thread math-verify cannot time out, and a single
+    parse is not bounded there. A GSM8K gold ("... #### 72") counts from its last `####`, and a gold with `\boxed{}`
+    counts from its last box.
 
     Args:
         completions: Completions, as strings or message lists.
@@ -340,28 +376,35 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
         return [None] * len(completions)
     parse_timeout, verify_timeout = _math_verify_timeouts()
     deadline, late = time.monotonic() + MATH_VERIFY_BUDGET, 0
+
+    def parsed(text: str) -> tuple | None:  # math-verify's parse (cached); None once this call's budget is spent
+        if text in _PARSED or time.monotonic() < deadline:
+            return _parse(text, _within(parse_timeout, deadline))
+        return None
+
     rewards = []
     for completion, gold in zip(completions, golds, strict=True):
         gold = "" if gold is None else str(gold).replace("\u2212", "-").split("####")[-1].strip()
         gold = (_last_boxed(gold) or gold).strip()
         gold_number = _to_number(gold) if gold else None
         # A plain-number gold needs no math-verify unless the answer is symbolic; anything else is parsed (cached).
-        gold_parsed = () if not gold or gold_number is not None else _parse(gold, _within(parse_timeout, deadline))
+        gold_parsed = () if not gold or gold_number is not None else parsed(gold)
         pred = extract_answer(completion_text(completion))
-        if gold_number is None and not gold_parsed:
-            rewards.append(None)
+        if gold_number is None and gold_parsed == ():
+            rewards.append(None)  # no gold answer, or one math-verify cannot read
         elif not pred or SPACED_NUMBERS.search(pred):
             rewards.append(0.0)
         elif (pred_number := _to_number(pred)) is not None and gold_number is not None:
-            rewards.append(float(math.isclose(pred_number, gold_number, abs_tol=1e-6)))
-        elif time.monotonic() > deadline:  # the batch has had its math-verify time: the trainer waits no longer
-            late += 1
-            rewards.append(0.0)
+            rewards.append(float(_same_number(pred, pred_number, gold, gold_number)))
         else:
-            gold_parsed = gold_parsed or _parse(gold, _within(parse_timeout, deadline))
-            pred_parsed = _parse(pred, _within(parse_timeout, deadline))
-            rewards.append(float(bool(gold_parsed) and bool(pred_parsed) and verify(
-                list(gold_parsed), list(pred_parsed), timeout_seconds=_within(verify_timeout, deadline))))
+            gold_parsed = gold_parsed or parsed(gold)
+            pred_parsed = parsed(pred) if gold_parsed is not None else None
+            if gold_parsed is None or pred_parsed is None or time.monotonic() >= deadline:
+                late += 1  # this call has had its math-verify time: the trainer waits no longer
+                rewards.append(0.0)
+            else:
+                rewards.append(float(bool(gold_parsed) and bool(pred_parsed) and verify(
+                    list(gold_parsed), list(pred_parsed), timeout_seconds=_within(verify_timeout, deadline))))
     if late:
         logging.getLogger(__name__).warning(
             "accuracy: %d of %d completions scored 0 unchecked: math-verify had used this call's %.0f s budget "

@@ -121,6 +121,16 @@ def test_asserts_run_one_by_one(fmt):
     assert code_reward(fmt([ADD]), tests=[tests]) == [pytest.approx(1 / 3)]
 
 
+def test_timeout_option_reaches_the_sandbox():
+    """`--reward_options code.timeout=S` is the sandbox's wall-clock limit: code that sleeps 1.5 s passes under the
+    default 10 s and fails under 0.5 s."""
+    sleepy = "import time\ntime.sleep(1.5)\n" + ADD
+    [default] = get_reward_funcs(["code"], max_completion_length=8)
+    [short] = get_reward_funcs(["code"], max_completion_length=8, options=["code.timeout=0.5"])
+    assert default([sleepy], tests=[ADD_TESTS]) == [1.0]
+    assert short([sleepy], tests=[ADD_TESTS]) == [0.0]
+
+
 def test_no_tests_is_none(fmt):
     assert code_reward(fmt([ADD, ADD])) == [None, None]
     assert code_reward(fmt([ADD, ADD, ADD, ADD]), tests=[None, "", [], ADD_TESTS]) == [None, None, None, 1.0]

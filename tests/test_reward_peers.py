@@ -27,9 +27,30 @@ ACCURACY = [
     (r"\boxed{1{,}000}", "1000", 1.0),  # LaTeX's thousands separator
     ("<answer>1,000,000</answer>", "1000000", 1.0),
     ("<answer>1,5</answer>", "15", 0.0),  # not a thousands separator: a list of two numbers
-    # --- percentages: we compare the number as written, with or without its % sign
+    # --- percentages: a percentage is both its number and its fraction, as in Math-Verify
     (r"\boxed{50\%}", "50", 1.0),
     ("<answer>50%</answer>", "50", 1.0),
+    (r"\boxed{50\%}", "0.5", 1.0),
+    ("<answer>25%</answer>", r"\frac{1}{4}", 1.0),
+    ("<answer>0.25</answer>", "25%", 1.0),
+    ("<answer>50</answer>", "0.5", 0.0),  # without its % sign, 50 is only 50
+    # --- degrees, mixed numbers, scientific notation
+    (r"\boxed{90^\circ}", "90", 1.0),
+    (r"\boxed{45^{\circ}}", r"90^\circ", 0.0),
+    (r"\boxed{2\frac{1}{2}}", "2.5", 1.0),
+    (r"\boxed{3 \times 10^{4}}", "30000", 1.0),
+    # --- negative fractions, complex numbers, infinity
+    (r"\boxed{\frac{-1}{2}}", r"-\frac{1}{2}", 1.0),
+    (r"\boxed{3+4i}", "3+4i", 1.0),
+    (r"\boxed{3-4i}", "3+4i", 0.0),
+    (r"\boxed{(2, \infty)}", r"(2, \infty)", 1.0),
+    # --- matrices and vectors
+    (r"\boxed{\begin{pmatrix} 1 \\ 2 \end{pmatrix}}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", 1.0),
+    (r"\boxed{\begin{pmatrix} 1 \\ 3 \end{pmatrix}}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", 0.0),
+    # --- multiple choice: the letter, bare or in text
+    (r"\boxed{B}", "B", 1.0),
+    (r"\boxed{C}", "B", 0.0),
+    (r"\boxed{\text{(B)}}", "B", 1.0),
     # --- roots, pi, powers
     (r"\boxed{2\sqrt{2}}", r"\sqrt{8}", 1.0),
     (r"\boxed{\pi/2}", r"\frac{\pi}{2}", 1.0),
@@ -64,6 +85,8 @@ ACCURACY = [
     ("<answer>11, 12, 13</answer>", "12", 0.0),
     (r"\boxed{12 \text{ or } 13}", "12", 0.0),
     ("The answer is 12 or 13.", "12", 0.0),  # the fallback reads the last number only: 13
+    ("The answer is 5 x", "5", 0.0),  # a variable after the number: a coefficient, not the answer
+    ("Reading (12) again, 12 it is", "12", 1.0),
 ]
 
 
@@ -78,6 +101,7 @@ FORMAT = [
     ("<think>\nline 1\nline 2\n</think>\n<answer>\n42\n</answer>", 1.0),  # multi-line blocks
     ("<answer>42</answer>", 0.0),  # no reasoning block
     ("<think>reason</think>", 0.0),  # no answer block
+    ("<think>reason</think> The answer is 42.", 0.0),  # TRL's think_format_reward gives 1: it checks <think> only
     ("<answer>42</answer><think>reason</think>", 0.0),  # wrong order
     ("Sure! <think>reason</think><answer>42</answer>", 0.0),  # text outside the blocks
     ("<think>reason</think><answer>42</answer> Hope this helps.", 0.0),

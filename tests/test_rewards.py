@@ -215,6 +215,15 @@ def test_readme_lists_every_named_reward():
     assert reward_table() in (REPO / "README.md").read_text()
 
 
+@pytest.mark.parametrize("name", reward_names())
+def test_every_named_reward_has_a_doctest(name):
+    """rewards.py's doctests run in the suite (pytest.ini): each named reward shows its use in one, on the reward
+    itself or on the factory that builds it."""
+    entry = REWARDS[name]
+    built = entry.build(8) if entry.factory else entry.make
+    assert any(">>>" in (doc or "") for doc in (entry.make.__doc__, getattr(built, "func", built).__doc__))
+
+
 def test_unknown_name_lists_registry():
     with pytest.raises(ValueError) as err:
         get_reward_funcs(["acuracy"], max_completion_length=8)
@@ -364,6 +373,15 @@ def test_reward_declarations():
     ("a 5-year-old", "5", 0.0),
     ("The answer is 3/4", "0.75", 1.0),  # a fraction standing on its own is an answer
     ("x = 3", "3", 1.0),
+    ("The answer is 5 x", "5", 0.0),  # a variable follows: a coefficient, as in <answer>5 x</answer>
+    ("The answer is 2 pi.", "2", 0.0),
+    ("The answer is 5 apples.", "5", 1.0),  # a unit word is not a variable
+    ("The answer is (42).", "42", 0.0),  # brackets: "(1)" is an equation reference more often than an answer
+    ("The answer is 18 or 19.", "19", 1.0),  # the last number is the one guess graded
+    # after ####: the first number on its line, unless its line holds several spaced apart
+    ("#### 7 8 9", "7", 0.0),  # a list of guesses, as in <answer>7 8 9</answer>
+    ("#### 72\nHope this helps! 73", "72", 1.0),
+    ("#### 72 (rounded)", "72", 1.0),
 ])
 def test_accuracy_on_the_answers_models_write(fmt, text, gold, expected):
     assert accuracy_reward(fmt([text]), answer=[gold]) == [expected]
@@ -389,6 +407,35 @@ def test_accuracy_stops_calling_math_verify_when_its_budget_is_spent(monkeypatch
     assert "2 of 3 completions scored 0 unchecked" in caplog.text
     monkeypatch.setattr(rewards, "MATH_VERIFY_BUDGET", 10.0)
     assert accuracy_reward(completions, answer=["0.5", "7", "0.5"]) == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("seconds", [None, 0.7], ids=["every-second-allowed", "0.7s-a-call"])
+def test_accuracy_returns_within_its_math_verify_budget(monkeypatch, seconds):
+    """However slow math-verify is, a call returns less than a second past its budget, having scored what it
+    could in time. The clock is faked: each parse and check advances it by `seconds`, or by its whole timeout."""
+    import rewards
+
+    clock = [0.0]
+
+    def slow_parse(text, parsing_timeout):
+        clock[0] += seconds or parsing_timeout
+        return [text]
+
+    def slow_verify(gold, pred, timeout_seconds):
+        clock[0] += seconds or timeout_seconds
+        return gold == pred
+
+    monkeypatch.setattr(rewards, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
+    monkeypatch.setattr(rewards, "parse", slow_parse)
+    monkeypatch.setattr(rewards, "verify", slow_verify)
+    monkeypatch.setattr(rewards, "_PARSED", {})
+    monkeypatch.setattr(rewards, "MATH_VERIFY_BUDGET", 10.0)
+    completions = [rf"\boxed{{\frac{{{i}}}{{2}}}}" for i in range(20)]  # 20 symbolic answers, 20 symbolic golds
+    scores = accuracy_reward(completions, answer=[rf"\frac{{{i}}}{{2}}" for i in range(20)])
+    assert clock[0] < 10.0 + 1.0
+    # 1.4 s an answer (a gold parse and a check; the answer's parse is the gold's, cached): 7 answers are checked by
+    # 9.8 s, and the 8th's gold parse ends past the budget, so the rest score 0 unchecked
+    assert scores == [1.0] * (7 if seconds else 0) + [0.0] * (13 if seconds else 20)
 
 
 def test_reasoning_accuracy_grades_only_the_conclusion(fmt):
