@@ -76,6 +76,24 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     return proc
 
 
+def fails_early(tmp_path: Path, *args, env: dict | None = None, script: str = "grpo_trl_example.py") -> str:
+    """Run `script` and check it stopped early and cleanly; return its error line.
+
+    Early and clean: exit code 1; the error is one line, `error: ...`, the last of stderr (library warnings may come
+    before it), with no traceback; no model weights were loaded (transformers reports "Loading weights"); and nothing
+    was written to --output_dir.
+    """
+    out = tmp_path / "out"
+    proc = run_script(script, *args, "--output_dir", out, cwd=tmp_path, env=env, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert lines and lines[-1].startswith("error: "), proc.stderr[-3000:]
+    assert [line for line in lines if "error" in line.lower()] == lines[-1:], "more than one error line"
+    assert "Traceback" not in proc.stderr and "Loading weights" not in proc.stderr + proc.stdout
+    assert not out.exists(), f"{out} was written before the error"
+    return lines[-1]
+
+
 def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = True) -> None:
     """What every single-process run of the bundled task must leave: summary.json whose reward means are those of
     metrics.jsonl, both plots, the printed summary. `bf16_on_gpu`: the script's precision default on a GPU."""

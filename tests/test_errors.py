@@ -1,7 +1,7 @@
 """Bad input gets one clear sentence, early, naming the problem and what would be valid."""
 
 import pytest
-from conftest import ADDITION, run_script, write_jsonl
+from conftest import ADDITION, fails_early, run_script, write_jsonl
 
 SCRIPT = "grpo_trl_example.py"
 TINY = ["--max_steps", 2, "--logging_steps", 1, "--eval_strategy", "no"]
@@ -12,24 +12,6 @@ def fails_with(tmp_path, *args, env=None):
     proc = run_script(SCRIPT, *args, "--output_dir", tmp_path / "out", cwd=tmp_path, env=env, check=False)
     assert proc.returncode != 0
     return proc.stderr
-
-
-def fails_early(tmp_path, *args, env=None) -> str:
-    """Run the GRPO script and check it stopped early and cleanly; return its error line.
-
-    Early and clean: exit code 1; the error is one line, `error: ...`, the last of stderr (library warnings may come
-    before it), with no traceback; no model weights were loaded (transformers reports "Loading weights"); and nothing
-    was written to --output_dir.
-    """
-    out = tmp_path / "out"
-    proc = run_script(SCRIPT, *args, "--output_dir", out, cwd=tmp_path, env=env, check=False)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    assert lines and lines[-1].startswith("error: "), proc.stderr[-3000:]
-    assert [line for line in lines if "error" in line.lower()] == lines[-1:], "more than one error line"
-    assert "Traceback" not in proc.stderr and "Loading weights" not in proc.stderr + proc.stdout
-    assert not out.exists(), f"{out} was written before the error"
-    return lines[-1]
 
 
 def test_dotted_reward_that_cannot_be_imported(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 import torch
 import yaml
 from conftest import (ADDITION, REPO, assert_adapter_trained, assert_run_summary, assert_summary_means, assert_trained,
-                      read_jsonl, run_script, spied, spied_calls, write_jsonl)
+                      fails_early, read_jsonl, run_script, spied, spied_calls, write_jsonl)
 
 from common import device_defaults
 from rewards import accuracy_reward, reward_names
@@ -93,8 +93,9 @@ def test_gsm8k_layout_with_prompt_column(tmp_path, addition_rows):
     # no test split: the before/after evaluation holds out a seeded 10% of train
     report = json.loads((out / "eval.json").read_text())
     assert report["num_prompts"] == 8 and "held out of 'train' (seed 42)" in report["source"]
-    assert 0.0 <= report["after"]["accuracy"]["pass@2"] <= 1.0
-    # the starting policy is right ~2/3 of the time: a parsed GSM8K gold must give some reward
+    # the starting policy is right ~2/3 of the time: a parsed GSM8K gold must give some reward, in the evaluation
+    # (16 samples, all wrong with probability (1/3)^16) as in training
+    assert report["before"]["accuracy"]["pass@2"] > 0 and report["after"]["accuracy"]["pass@2"] > 0
     assert sum(r["accuracy"] for r in rows) > 0
     for row in rows:
         assert row["accuracy"] == accuracy_reward([row["completion"]], answer=[answer_of(row["prompt"])])[0]
@@ -284,7 +285,7 @@ def test_reference_modes_move_the_reference(tmp_path):
         out = tmp_path / mode
         run_script(SCRIPT, "--reference_mode", mode, "--ref_model_sync_steps", 2, "--output_dir", out,
                    "--max_steps", 3, "--logging_steps", 1, "--eval_strategy", "no", "--save_strategy", "no",
-                   cwd=tmp_path)
+                   "--use_cpu", "true", cwd=tmp_path)  # on CPU, where one seed gives one run, bit for bit
         kl[mode] = [m["kl"] for m in read_jsonl(out / "metrics.jsonl")]
     assert kl["static"][:2] == kl["ema"][:2] == kl["periodic"][:2]  # the same run until the first sync
     assert kl["static"][0] == pytest.approx(0, abs=1e-7) and kl["static"][1] > 1e-5  # step 1: policy == reference
@@ -294,9 +295,8 @@ def test_reference_modes_move_the_reference(tmp_path):
 
 def test_reference_mode_needs_a_separate_reference(tmp_path):
     # with LoRA the reference is the base model with the adapter off: there is no separate reference to move
-    proc = run_script(SCRIPT, "--reference_mode", "ema", "--use_peft", "--output_dir", tmp_path / "lora", cwd=tmp_path,
-                      check=False)
-    assert proc.returncode == 1 and "--reference_mode ema updates a separate reference model" in proc.stderr
+    error = fails_early(tmp_path, "--reference_mode", "ema", "--use_peft")
+    assert "--reference_mode ema updates a separate reference model" in error
 
 
 def test_run_shorter_than_one_logging_interval(tmp_path):
