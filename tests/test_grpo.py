@@ -104,25 +104,32 @@ def test_gsm8k_layout_with_prompt_column(tmp_path, addition_rows):
 def test_yaml_config_and_cli_override(tmp_path):
     out = tmp_path / "out"
     config = tmp_path / "recipe.yaml"
-    # `length` with a budget of 4 tokens scores completions of 2 tokens 1.0, others less: a second, different reward
+    # `length` with a budget of 4 tokens scores completions of 2 tokens 1.0, others less: a second, different reward;
+    # `overlong` with its buffer the whole budget (a YAML reward option) penalises every completion, by its length
     config.write_text(f"output_dir: {out}\nmax_steps: 6\nlearning_rate: 1.0e-4\nlogging_steps: 1\n"
-                      "eval_strategy: 'no'\nreward_funcs: [accuracy, length]\nreward_weights: [1.0, 0.5]\n"
+                      "eval_strategy: 'no'\nreward_funcs: [accuracy, length, overlong]\n"
+                      "reward_weights: [1.0, 0.5, 0.25]\nreward_options: ['overlong.buffer=1.0']\n"
                       "gradient_checkpointing: false\n")
     launcher, env, spy = spied(tmp_path)
     run_script(SCRIPT, "--config", config, "--max_steps", 3, cwd=tmp_path, launcher=launcher, env=env)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 3  # the flag beat the YAML
     assert summary["training_args"]["learning_rate"] == 1e-4  # the YAML beat the default
-    assert summary["script_args"]["reward_funcs"] == ["accuracy", "length"]
+    assert summary["script_args"]["reward_funcs"] == ["accuracy", "length", "overlong"]
     assert spied_calls(spy, "activation_checkpointing_enable") == []  # off, under its deprecated name
 
-    # the weights are applied: the reward is 1.0 x accuracy + 0.5 x length, per completion and so per step
+    # the weights are applied: the reward is 1.0 x accuracy + 0.5 x length + 0.25 x overlong, per completion and so
+    # per step
     rows = read_jsonl(out / "completions.jsonl")
+    weights = {"accuracy": 1.0, "length": 0.5, "overlong": 0.25}
     for m in read_jsonl(out / "metrics.jsonl"):
-        assert m["reward"] == pytest.approx(m["rewards/accuracy/mean"] + 0.5 * m["rewards/length/mean"])
+        assert m["reward"] == pytest.approx(sum(w * m[f"rewards/{k}/mean"] for k, w in weights.items()))
         step_rows = [r for r in rows if r["step"] == m["step"]]
-        assert m["reward"] == pytest.approx(sum(r["accuracy"] + 0.5 * r["length"] for r in step_rows) / len(step_rows))
-    assert {r["length"] for r in rows} != {1.0}  # the two rewards differ, so a swapped weight would show
+        expected = sum(w * r[k] for r in step_rows for k, w in weights.items()) / len(step_rows)
+        assert m["reward"] == pytest.approx(expected)
+    assert {r["length"] for r in rows} != {1.0}  # the rewards differ, so a swapped weight would show
+    # the option reached the reward: under the default buffer (the last quarter) completions of 1-3 tokens score 0
+    assert all(-1.0 <= r["overlong"] < 0 for r in rows)
 
 
 def test_lora_saves_an_adapter(tmp_path):
