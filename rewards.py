@@ -553,7 +553,8 @@ def reasoning_accuracy_reward(completions, answer=None, solution=None, **kwargs)
 
 @register("cosine", "`accuracy` scaled by length on a cosine schedule (Yeo et al. 2025, as open-r1 and TRL): right and "
           "short earns most (up to `max_value_correct`), wrong and short loses most (down to `min_value_wrong`)",
-          probe=("<answer>8</answer>", {"answer": ["7"], "completion_ids": [[1] * 2]}, 0.0),  # short and wrong
+          # wrong, and padded to the probe's whole budget (64 tokens) to soften its penalty: still below 0
+          probe=("<answer>8</answer>" + " ok" * 60, {"answer": ["7"], "completion_ids": [[1] * 64]}, 0.0),
           factory=True)
 def get_cosine_reward(max_completion_length: int, min_value_wrong: float = -1.0, max_value_wrong: float = -0.5,
                       min_value_correct: float = 0.5, max_value_correct: float = 1.0) -> Callable:

@@ -212,7 +212,8 @@ def test_readme_lists_every_named_reward():
     print(rewards.reward_table())"` after registering a reward."""
     from conftest import REPO
 
-    assert reward_table() in (REPO / "README.md").read_text()
+    table = reward_table()
+    assert table in (REPO / "README.md").read_text(), f"README.md's reward table is out of date; it is now:\n{table}"
 
 
 @pytest.mark.parametrize("name", reward_names())
