@@ -352,12 +352,11 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
     ("7 8 9") are a list of guesses and score 0.
 
     Numbers are compared numerically ("1,000" == "1000.0", "18 dollars" == "18", ".5" == "0.5", and "50%" is both 50
-    and 0.5, as in math-verify); anything else goes
-    through math-verify (`\frac{1}{2}` == "0.5"), whose parses are cached and which gets at most
-    `MATH_VERIFY_BUDGET` seconds per call: no parse or check starts after that, and the last ends less than a second
-    past it (answers left score 0, with a warning). Off the main thread math-verify cannot time out, and a single
-    parse is not bounded there. A GSM8K gold ("... #### 72") counts from its last `####`, and a gold with `\boxed{}`
-    counts from its last box.
+    and 0.5, as in math-verify); anything else goes through math-verify (`\frac{1}{2}` == "0.5"), whose parses are
+    cached and which gets at most `MATH_VERIFY_BUDGET` seconds per call: no parse or check starts after that, and
+    the last ends less than a second past it (answers left score 0, with a warning). Off the main thread math-verify
+    cannot time out, and a single parse is not bounded there. A GSM8K gold ("... #### 72") counts from its last
+    `####`, and a gold with `\boxed{}` counts from its last box.
 
     Args:
         completions: Completions, as strings or message lists.

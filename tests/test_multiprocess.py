@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, accelerate_ddp, ddp_flags, free_port, read_jsonl, run_script
+from conftest import (RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, accelerate_ddp, ddp_flags, free_port, read_jsonl,
+                      run_script)
 
 
 def test_grpo_two_processes(tmp_path):
