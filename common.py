@@ -4,7 +4,8 @@ Nothing here is RL: it is the part of a training script that is the same whateve
 algorithm. Read the training scripts first; come here when you want to know how a piece works.
 
     parse_args()           TrlParser parsing, with valid batch sizes suggested when TRL rejects one
-    device_defaults()      CPU-safe defaults (`use_cpu`, no bf16) when there is no GPU
+    device_defaults()      CPU defaults (`use_cpu`, no bf16, no activation checkpointing) when there is no GPU
+    options_set()          the options a run sets itself, as flags or in its --config YAML
     check_model_path()     a clear error for a model that is neither a directory nor on the hub
     check_reward_model()   a clear error for a reward model that is not a one-output sequence classifier
     check_gpu_options()    a clear error for vLLM / QLoRA without a GPU or the package
@@ -94,13 +95,40 @@ def tracking_lines(training_args) -> list[str]:
 def device_defaults() -> dict:
     """Defaults for the training config that depend on the hardware.
 
-    TRL's configs default to `bf16=True`, which fails on a machine without a GPU. With no CUDA device
-    we train on CPU in fp32 (`use_cpu=True` also makes `accelerate launch --multi_gpu` use gloo).
+    TRL's configs default to `bf16=True`, which fails on a machine without a GPU, and to activation checkpointing,
+    which saves GPU memory by running each layer's forward twice. With no CUDA device we train on CPU in fp32
+    (`use_cpu=True` also makes `accelerate launch --multi_gpu` use gloo) and keep the activations: recomputing them
+    cost SmolLM2-135M 10% per GRPO step (BENCHMARKS.md), for memory a CPU machine does not miss. TRL sets that
+    default under the old name, `gradient_checkpointing`, and so does this, so that either name still turns it on.
     These are defaults: a flag or a `--config` YAML still overrides them.
     """
     if torch.cuda.is_available():
         return {"bf16": torch.cuda.is_bf16_supported()}
-    return {"use_cpu": True, "bf16": False}
+    return {"use_cpu": True, "bf16": False, "gradient_checkpointing": False}
+
+
+def options_set(argv: list[str] | None = None) -> set[str]:
+    """The options a run sets itself, as flags or as keys of its `--config` YAML, rather than by default.
+
+    TrlParser turns a YAML's values into parser defaults, so the parsed values cannot tell a recipe's setting from
+    the script's default; this reads the command line and the YAML instead.
+
+    >>> sorted(options_set(["--max_steps", "3", "--beta=0", "--use_peft"]))
+    ['beta', 'max_steps', 'use_peft']
+    """
+    import yaml
+
+    argv = sys.argv[1:] if argv is None else argv
+    names, config = set(), None
+    for i, arg in enumerate(argv):
+        if arg.startswith("--"):
+            name, _, value = arg[2:].partition("=")
+            names.add(name.replace("-", "_"))
+            if name == "config":
+                config = value or (argv[i + 1] if i + 1 < len(argv) else None)
+    if config is not None and Path(config).is_file():
+        names |= set(yaml.safe_load(Path(config).read_text()) or {}) - {"env"}
+    return names - {"config"}
 
 
 def check_model_path(name: str, revision: str = "main", flag: str = "--model_name_or_path") -> None:

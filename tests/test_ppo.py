@@ -38,9 +38,62 @@ def tiny_tokenizer():
     """The bundled tokenizer as the script prepares it: left padding and a pad token of its own."""
     from transformers import AutoTokenizer
 
+    from ppo_trl_example import set_ppo_pad_token
+
     tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL, padding_side="left")
-    tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
+    set_ppo_pad_token(tokenizer, str(TINY_MODEL))
     return tokenizer
+
+
+# (special tokens beside the eos, the unknown token, the tokenizer's own pad, the chat template) -> the pad PPO gets,
+# or None for a new one
+PAD_CASES = {
+    "pythia": (["<|padding|>", "<unk>"], "<unk>", None, "", "<|padding|>"),  # named for padding beats unknown
+    "smollm2": (["<|endoftext|>", "<|im_start|>", "<repo_name>"], "<|endoftext|>", "<|im_end|>", "<|im_start|>",
+                "<|endoftext|>"),
+    "llama3": (["<|begin_of_text|>", "<|reserved_special_token_0|>", "<|start_header_id|>"], None, None,
+               "<|start_header_id|>", "<|reserved_special_token_0|>"),  # the bos and template tokens never pad
+    "gpt2": ([], None, None, "", None),
+    "qwen2.5": (["<|endoftext|>", "<|im_start|>"], None, "<|endoftext|>", "<|im_start|>", "<|endoftext|>"),  # kept
+}
+
+
+@pytest.mark.parametrize("case", PAD_CASES)
+def test_ppo_pad_token_comes_from_the_vocabulary(tmp_path, case):
+    """PPO's pad is never a stop token; a vocabulary token serves when one fits (no new embedding row, so a LoRA
+    adapter stays adapter-sized), and only a vocabulary without one gets a new `<|pad|>`."""
+    from transformers import AutoTokenizer
+
+    from ppo_trl_example import set_ppo_pad_token
+
+    special, unk, pad, template, expected = PAD_CASES[case]
+    tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL)  # eos <|endoftext|>, unk <unk>: both replaced below
+    tokenizer.add_special_tokens({"eos_token": "<|im_end|>", "additional_special_tokens": special})
+    tokenizer.unk_token, tokenizer.pad_token = unk, pad
+    tokenizer.bos_token = "<|begin_of_text|>" if "<|begin_of_text|>" in special else None
+    tokenizer.chat_template = template + "{{ messages }}"
+    size = len(tokenizer)
+    set_ppo_pad_token(tokenizer, str(tmp_path))  # no generation_config.json there
+    assert tokenizer.pad_token_id not in (tokenizer.eos_token_id, tokenizer.bos_token_id)
+    if expected is None:
+        assert tokenizer.pad_token == "<|pad|>" and len(tokenizer) == size + 1
+    else:
+        assert tokenizer.pad_token == expected and len(tokenizer) == size
+
+
+def test_ppo_pad_token_is_none_of_the_models_stop_tokens(tmp_path):
+    """A model whose generation config stops on several tokens (Llama 3, Qwen3): none of them pads."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from ppo_trl_example import set_ppo_pad_token
+
+    tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|eot_id|>", "<|reserved_special_token_1|>"]})
+    tokenizer.pad_token = "<|eot_id|>"
+    GenerationConfig(eos_token_id=[tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|eot_id|>")]).save_pretrained(
+        tmp_path)
+    set_ppo_pad_token(tokenizer, str(tmp_path))
+    assert tokenizer.pad_token == "<unk>"
 
 
 def check_train_logs(out, n_updates: int, names: list[str]) -> list[dict]:
@@ -411,7 +464,7 @@ def test_yaml_config_with_value_model_and_ppo_settings(tmp_path):
 
 def test_pad_token_equal_to_eos_and_the_held_out_split(tmp_path, addition_rows):
     """A tokenizer whose pad token is its eos (PPOTrainer would cut every eos off as padding) gets a pad token of its
-    own; a dataset without a test split has a seeded 10% of train held out for the evaluation, and never trained on."""
+    own, one its vocabulary has; a dataset without a test split has a seeded 10% of train held out for the evaluation, and never trained on."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model_dir = tmp_path / "pad-is-eos"
@@ -425,8 +478,8 @@ def test_pad_token_equal_to_eos_and_the_held_out_split(tmp_path, addition_rows):
                "--output_dir", out, *TINY, cwd=tmp_path)
 
     saved = AutoTokenizer.from_pretrained(out)
-    assert saved.pad_token == "<|pad|>" and saved.pad_token_id != saved.eos_token_id
-    assert AutoModelForCausalLM.from_pretrained(out).get_input_embeddings().num_embeddings == len(saved)
+    assert saved.pad_token == "<unk>" and saved.pad_token_id != saved.eos_token_id  # a token it has: nothing grows
+    assert AutoModelForCausalLM.from_pretrained(out).get_input_embeddings().num_embeddings == len(saved) == len(tokenizer)
     rows = read_jsonl(out / "completions.jsonl")
     assert any(r["accuracy"] == 1.0 for r in rows)  # completions still end at eos and are scored
 
