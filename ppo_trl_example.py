@@ -400,8 +400,6 @@ def set_ppo_pad_token(tokenizer, policy_path: str, trust_remote_code: bool = Fal
     TRL's own PPO example always adds `[PAD]` and never resizes, which works only where the embedding matrix has
     spare rows (Pythia's has 27).
     """
-    from transformers import GenerationConfig
-
     stops = {tokenizer.eos_token_id}
     try:  # the model's own stop tokens (Llama 3 and Qwen3 list several)
         eos = GenerationConfig.from_pretrained(policy_path, trust_remote_code=trust_remote_code).eos_token_id
@@ -591,6 +589,10 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
             raise SystemExit(f"error: the reward model {training_args.reward_model_path} has a different tokenizer "
                              "from the policy's; PPOTrainer feeds it the policy's token ids, so they must share one")
     datasets = [d for d in (train_dataset, eval_dataset) if d is not None]
+    # PPOTrainer takes every pad token of a prompt for padding: a prompt holding the pad itself would lose it.
+    if any(tokenizer.pad_token_id in ids for d in datasets for ids in d["input_ids"]):
+        raise SystemExit(f"error: a prompt holds the pad token {tokenizer.pad_token!r}, which PPO would mask out as "
+                         "padding (the tokenizer writes it for text it does not know); clean the prompts")
     # Every prompt is left-padded to the longest one, so the reward adapter knows where each completion starts.
     prompt_width = max(len(ids) for d in datasets for ids in d["input_ids"])
     collator = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=prompt_width)

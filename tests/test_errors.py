@@ -93,3 +93,11 @@ def test_missing_gold_column_stops_before_any_model_loads(tmp_path, addition_row
 ])
 def test_options_that_cannot_work_stop_early(tmp_path, flags, message):
     assert message in fails_early(tmp_path, *flags)
+
+
+def test_ppo_prompt_holding_its_pad_token(tmp_path):
+    """PPO pads with the bundled tokenizer's `<unk>`, which it also writes for a character it does not know: such a
+    prompt would lose that token to the padding mask, so the run stops before any weights load."""
+    data = write_jsonl(tmp_path / "data.jsonl", [{"prompt": "1+2=" if i else "α+2=", "answer": "3"} for i in range(64)])
+    error = fails_early(tmp_path, "--dataset_name", data, script="ppo_trl_example.py")
+    assert error.startswith("error: a prompt holds the pad token '<unk>', which PPO would mask out as padding")
