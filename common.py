@@ -3,14 +3,14 @@
 Nothing here is RL: it is the part of a training script that is the same whatever the
 algorithm. Read the training scripts first; come here when you want to know how a piece works.
 
-    parse_args()           TrlParser parsing, with valid batch sizes suggested when TRL rejects one
+    parse_args()           TrlParser parsing: options that would have no effect refused, from a flag or a YAML key,
+                           and valid batch sizes suggested when TRL rejects one
     device_defaults()      CPU defaults (`use_cpu`, no bf16, no activation checkpointing) when there is no GPU
     options_set()          the options a run sets itself, as flags or in its --config YAML
     check_model_path()     a clear error for a model that is neither a directory nor on the hub
     check_reward_model()   a clear error for a reward model that is not a one-output sequence classifier
     check_gpu_options()    a clear error for vLLM / QLoRA without a GPU or the package
     warn_if_tuned_defaults_kept()  a warning when a real model runs with the tiny model's settings
-    refuse_ignored_fields()  a clear error for an option the trainer would accept and silently ignore
     configure_tracking()   `--report_to tensorboard,trackio`, and a clear error when a tracker is not installed
     load_prompt_dataset()  a hub id or a local file/folder -> DatasetDict with a `prompt` column
     check_reward_columns() a clear error, before any model loads, for a column a reward needs and the data lacks
@@ -40,14 +40,18 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
 LOCAL_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
-def parse_args(parser):
-    """`parser.parse_args_and_config()`, adding the nearest valid settings to TRL's batch-geometry error.
+def parse_args(parser, unsupported: dict[str, str], args: list[str] | None = None):
+    """`parser.parse_args_and_config()`, refusing the `unsupported` options whether they come as flags or as keys of
+    the `--config` YAML, and adding the nearest valid settings to TRL's batch-geometry error.
 
+    TrlParser makes a YAML's values the parser's defaults, so the script's own defaults are read first: against
+    those, a recipe's `logging_steps: 3` is as much a change as `--logging_steps 3`.
     GRPOConfig checks at parse time, before any model loads, that every generation batch holds whole
     groups of `num_generations` completions; its message says what is wrong but not what would be right.
     """
+    defaults = parser.parse_args_into_dataclasses(args=[])
     try:
-        return parser.parse_args_and_config()
+        parsed = parser.parse_args_and_config(args)
     except ValueError as err:
         found = re.search(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)", str(err))
         if not found:
@@ -60,6 +64,8 @@ def parse_args(parser):
             f"steps_per_generation 1: --per_device_train_batch_size {' or '.join(map(str, nearest))}), "
             f"or change --num_generations."
         ) from None
+    refuse_ignored_fields(unsupported, defaults, *parsed)
+    return parsed
 
 
 TRACKERS = ("tensorboard", "trackio")  # --report_to values whose package (of the same name) is optional
@@ -203,16 +209,15 @@ def warn_if_tuned_defaults_kept(tiny_defaults: dict, tuned: dict, model_args, tr
               f"{settings}. Set them for your model, or start from a recipe in recipes/.")
 
 
-def refuse_ignored_fields(ignored: dict[str, str], parser, *parsed) -> None:
+def refuse_ignored_fields(ignored: dict[str, str], defaults, *parsed) -> None:
     """Stop with one sentence when an option that would have no effect is set away from its default.
 
     Args:
         ignored: option name -> why it has no effect here and what to do instead.
-        parser: the script's TrlParser; parsing no arguments with it gives the defaults, the script's own included,
-            after the configs' own post-processing (which turns some None defaults into objects).
+        defaults: the dataclasses parsed from no arguments and no `--config`: the script's own defaults, after the
+            configs' own post-processing (which turns some None defaults into objects).
         parsed: the parsed dataclasses.
     """
-    defaults = parser.parse_args_into_dataclasses(args=[])
     for args, default in zip(parsed, defaults):
         for name, why in ignored.items():
             if hasattr(args, name) and getattr(args, name) != getattr(default, name):

@@ -73,7 +73,6 @@ from common import (
     load_prompt_dataset,
     options_set,
     parse_args,
-    refuse_ignored_fields,
     resolve_checkpoint,
     warn_if_tuned_defaults_kept,
     write_summary,
@@ -444,8 +443,7 @@ class LogEpisodes:
 if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
-    script_args, training_args, model_args = parse_args(parser)
-    refuse_ignored_fields(UNSUPPORTED_OPTIONS, parser, script_args, training_args, model_args)
+    script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
     configure_tracking(training_args)
     check_gpu_options(training_args, model_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)

@@ -85,7 +85,6 @@ from common import (
     device_defaults,
     load_prompt_dataset,
     parse_args,
-    refuse_ignored_fields,
     warn_if_tuned_defaults_kept,
     write_summary,
 )
@@ -718,8 +717,7 @@ if __name__ == "__main__":
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
     # bf16 stays off: PPOTrainer's Accelerator would ignore it (precision comes from --dtype or accelerate launch).
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **{**device_defaults(), "bf16": False})
-    script_args, training_args, model_args = parse_args(parser)
-    refuse_ignored_fields(UNSUPPORTED_OPTIONS, parser, script_args, training_args, model_args)
+    script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
     configure_tracking(training_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)

@@ -113,27 +113,56 @@ def test_each_unsupported_option_is_refused_when_set(name):
     from common import refuse_ignored_fields
 
     parser, _ = parser_of(name)
+    defaults = parser.parse_args_into_dataclasses(args=[])
     parsed = parser.parse_args_into_dataclasses(args=[])
-    refuse_ignored_fields(SCRIPTS[name].UNSUPPORTED_OPTIONS, parser, *parsed)  # the defaults pass: no false alarm
+    refuse_ignored_fields(SCRIPTS[name].UNSUPPORTED_OPTIONS, defaults, *parsed)  # the defaults pass: no false alarm
     for option, why in SCRIPTS[name].UNSUPPORTED_OPTIONS.items():
         args = next(a for a in parsed if hasattr(a, option))
         default, unset = getattr(args, option), object()
         setattr(args, option, unset)
         with pytest.raises(SystemExit, match=f"error: --{option} is not supported here: "):
-            refuse_ignored_fields(SCRIPTS[name].UNSUPPORTED_OPTIONS, parser, *parsed)
+            refuse_ignored_fields(SCRIPTS[name].UNSUPPORTED_OPTIONS, defaults, *parsed)
         setattr(args, option, default)
 
 
-@pytest.mark.parametrize("flags, option", [
-    (["--eval_strategy", "steps"], "eval_strategy"),
-    (["--logging_steps", 2], "logging_steps"),
-    (["--bf16", "true"], "bf16"),
-    (["--max_grad_norm", 0.5], "max_grad_norm"),
-])
-def test_ppo_refuses_what_its_own_loop_never_reads(flags, option):
-    from common import refuse_ignored_fields
+# (script, flags, YAML keys, the option refused): each refused option as a flag, as a key of a --config YAML (which
+# TrlParser turns into parser defaults), and both at once
+REFUSED = [
+    ("ppo", {"eval_strategy": "steps"}, {}, "eval_strategy"),
+    ("ppo", {}, {"logging_steps": 3}, "logging_steps"),
+    ("ppo", {"bf16": "true"}, {}, "bf16"),
+    ("ppo", {}, {"max_grad_norm": 0.1}, "max_grad_norm"),
+    ("ppo", {"max_grad_norm": 0.5}, {"max_grad_norm": 0.1}, "max_grad_norm"),
+    ("ppo", {"learning_rate": 1e-4}, {"logging_steps": 3, "learning_rate": 1e-5}, "logging_steps"),
+    ("grpo", {}, {"remove_unused_columns": True}, "remove_unused_columns"),
+    ("grpo", {"remove_unused_columns": "true"}, {"remove_unused_columns": True}, "remove_unused_columns"),
+]
 
-    parser, _ = parser_of("ppo")
-    parsed = parser.parse_args_into_dataclasses(args=[str(f) for f in flags])
-    with pytest.raises(SystemExit, match=f"--{option} is not supported here"):
-        refuse_ignored_fields(ppo.UNSUPPORTED_OPTIONS, parser, *parsed)
+
+@pytest.mark.parametrize("name, flags, keys, option", REFUSED)
+def test_refused_from_a_flag_a_yaml_key_or_both(tmp_path, name, flags, keys, option):
+    import yaml
+    from common import parse_args
+
+    parser, _ = parser_of(name)
+    argv = [str(a) for k, v in flags.items() for a in (f"--{k}", v)]
+    if keys:
+        (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(keys))
+        argv += ["--config", str(tmp_path / "recipe.yaml")]
+    with pytest.raises(SystemExit, match=f"error: --{option} is not supported here: "):
+        parse_args(parser, SCRIPTS[name].UNSUPPORTED_OPTIONS, argv)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_recipe_of_acting_options_is_not_refused(tmp_path, name):
+    """The refusal compares with the script's defaults, not the YAML's: a recipe that sets only options that act
+    (here, one from each of the three dataclasses) runs, and its values arrive."""
+    import yaml
+    from common import parse_args
+
+    parser, _ = parser_of(name)
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({"learning_rate": 1e-5, "lora_r": 4, "system_prompt": "Hi."}))
+    script_args, training_args, model_args = parse_args(parser, SCRIPTS[name].UNSUPPORTED_OPTIONS,
+                                                        ["--config", str(tmp_path / "recipe.yaml"), "--seed", "3"])
+    assert (training_args.learning_rate, model_args.lora_r, script_args.system_prompt, training_args.seed) == \
+           (1e-5, 4, "Hi.", 3)
