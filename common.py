@@ -194,18 +194,19 @@ def check_gpu_options(training_args, model_args) -> None:
             raise SystemExit(f"error: {flag} needs the `{package}` package: {install}")
 
 
-def warn_if_tuned_defaults_kept(tiny_defaults: dict, tuned: dict, model_args, training_args) -> None:
-    """Warn when a run on another model keeps settings tuned for the bundled tiny model.
+def warn_if_tuned_defaults_kept(tiny_model: str, model_path: str, tuned: dict, training_args) -> None:
+    """Warn when a run on another model than the bundled tiny one (`tiny_model`) keeps settings tuned for it.
 
     A 4-token completion budget or a 3e-4 learning rate is right for the tiny addition model and wrong
-    for almost any other, so say so up front rather than let a real run quietly go nowhere.
+    for almost any other, so say so up front rather than let a real run quietly go nowhere. `model_path` is the
+    model that trains (PPO's `--sft_model_path` when set).
     """
-    if model_args.model_name_or_path == tiny_defaults["model_name_or_path"]:
+    if model_path == tiny_model:
         return
     kept = {k: v for k, v in tuned.items() if getattr(training_args, k) == v}
     if kept:
         settings = ", ".join(f"--{k} {v}" for k, v in kept.items())
-        print(f"WARNING: {model_args.model_name_or_path} runs with settings tuned for the bundled tiny model: "
+        print(f"WARNING: {model_path} runs with settings tuned for the bundled tiny model: "
               f"{settings}. Set them for your model, or start from a recipe in recipes/.")
 
 

@@ -265,6 +265,13 @@ def eval_split(train_dataset, eval_dataset, train_split: str, test_split: str, s
     return split["train"], split["test"], source
 
 
+def check_eval_options(num_samples: int, max_prompts: int) -> None:
+    """Stop, before any model loads, on a before/after evaluation that has no prompt to evaluate."""
+    if num_samples > 0 and max_prompts < 1:
+        raise SystemExit(f"error: --eval_max_prompts {max_prompts} leaves no prompt to evaluate: set it to 1 or more, "
+                         "or turn the evaluation off with --eval_num_samples 0")
+
+
 class BeforeAfterEval(TrainerCallback):
     """Evaluate the policy when training starts and when it ends, then write `eval.json` and print a table.
 

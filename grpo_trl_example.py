@@ -81,6 +81,7 @@ from evaluation import (
     BeforeAfterEval,
     RewardModelReward,
     Sampling,
+    check_eval_options,
     eval_split,
     prompt_token_ids,
     text_encoder,
@@ -463,7 +464,9 @@ if __name__ == "__main__":
         raise SystemExit("error: --eval_num_samples: the before/after evaluation generates without the tool loop; "
                          "with --tools, read the tool-call rate and rewards in summary.json, or set --eval_strategy "
                          "steps (GRPOTrainer's evaluation runs the tools)")
-    warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
+    check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts)
+    warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS["model_name_or_path"], model_args.model_name_or_path,
+                                TUNED_FOR_TINY_MODEL, training_args)
     main(script_args, training_args, model_args)
     # Free the trainer now, while Python is fully alive. Left to the interpreter's shutdown, the DDP model's
     # gloo buffers are released from torch's threads after Python has stopped, which can abort the process

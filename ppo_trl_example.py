@@ -88,7 +88,14 @@ from common import (
     warn_if_tuned_defaults_kept,
     write_summary,
 )
-from evaluation import BeforeAfterEval, RewardModelReward, Sampling, eval_split, prompt_token_ids
+from evaluation import (
+    BeforeAfterEval,
+    RewardModelReward,
+    Sampling,
+    check_eval_options,
+    eval_split,
+    prompt_token_ids,
+)
 from rewards import get_reward_funcs, reward_names
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -192,6 +199,7 @@ UNSUPPORTED_OPTIONS = {
     "full_determinism": "it is applied by Trainer, whose loop PPOTrainer does not use",
     "remove_unused_columns": "the script passes PPOTrainer only the input_ids column",
     "label_names": "PPO batches have no labels",
+    "do_eval": "nothing reads it in PPO: " + _NO_EVAL,
     "do_train": "nothing reads it: the script always trains",
     "do_predict": "nothing reads it: the script has no predict step",
     # sizes that PPOTrainer computes from the batch settings and overwrites
@@ -720,7 +728,10 @@ if __name__ == "__main__":
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
     configure_tracking(training_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
-    warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS, TUNED_FOR_TINY_MODEL, model_args, training_args)
+    check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts)
+    policy_path = training_args.sft_model_path or model_args.model_name_or_path  # the model that trains
+    warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS["model_name_or_path"], policy_path, TUNED_FOR_TINY_MODEL,
+                                training_args)
     main(script_args, training_args, model_args)
     # Free the trainer now, while Python is fully alive. Left to the interpreter's shutdown, the DDP model's
     # gloo buffers are released from torch's threads after Python has stopped, which can abort the process

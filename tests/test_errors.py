@@ -101,3 +101,25 @@ def test_ppo_prompt_holding_its_pad_token(tmp_path):
     data = write_jsonl(tmp_path / "data.jsonl", [{"prompt": "1+2=" if i else "α+2=", "answer": "3"} for i in range(64)])
     error = fails_early(tmp_path, "--dataset_name", data, script="ppo_trl_example.py")
     assert error.startswith("error: a prompt holds the pad token '<unk>', which PPO would mask out as padding")
+
+
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+def test_eval_with_no_prompts(tmp_path, script):
+    error = fails_early(tmp_path, "--eval_num_samples", 2, "--eval_max_prompts", 0, script=script)
+    assert error == ("error: --eval_max_prompts 0 leaves no prompt to evaluate: set it to 1 or more, or turn the "
+                     "evaluation off with --eval_num_samples 0")
+
+
+def test_ppo_warns_about_tiny_settings_for_the_policy_it_trains(tmp_path, addition_rows):
+    """The warning looks at the model that trains: PPO's --sft_model_path, when set, not --model_name_or_path."""
+    from ppo_trl_example import TINY_TASK_DEFAULTS
+
+    model = tmp_path / "my-model"
+    model.symlink_to(TINY_TASK_DEFAULTS["model_name_or_path"])  # the tiny model's files under another name
+    data = write_jsonl(tmp_path / "gold.jsonl", [{"prompt": r["prompt"], "gold": r["answer"]} for r in addition_rows])
+    proc = run_script("ppo_trl_example.py", "--sft_model_path", model, "--dataset_name", data, "--output_dir",
+                      tmp_path / "out", cwd=tmp_path, check=False)  # stops at the missing gold column, after it
+    assert proc.returncode == 1 and "error: reward 'accuracy' needs a column 'answer'" in proc.stderr
+    assert (f"WARNING: {model} runs with settings tuned for the bundled tiny model: --total_episodes 2560, "
+            "--learning_rate 0.0003, --per_device_train_batch_size 64, --num_mini_batches 4, --response_length 4"
+            ) in proc.stdout
