@@ -65,8 +65,14 @@ LATEX_PLAIN = [("\\,", ""), ("\\!", ""), ("{,}", ","), ("\\ ", " "), ("\\;", " "
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 # trl.rewards.think_format_reward only checks <think>, so we check both blocks ourselves.
 THINK_ANSWER_FORMAT = re.compile(r"\s*<think>.*?</think>\s*<answer>(.*?)</answer>\s*", re.DOTALL)
-# Anti-hacking: math-verify reads "3 4 5" as 3 + 4 + 5, so numbers separated by spaces are a list of guesses.
-SPACED_NUMBERS = re.compile(r"\d\s+-?\.?\d")
+# Anti-hacking: an answer that lists numbers ("7 8 9", "7, 8, 9", "7; 8", "7 or 8", "7 and 8") is a list of guesses,
+# wherever the answer is read (<answer>, \boxed{}, `####`), and scores 0 unless the gold answer is a list too.
+# math-verify would read "3 4 5" as 3 + 4 + 5. A thousands comma ("1,000") is not a list, nor is an expression
+# ("7 / 8" is a fraction, "7-8" is -1): those are graded as what they are.
+GUESS_SEPARATOR = re.compile(r"\s*[,;]\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+|\s+")
+GUESSES = re.compile(r"\d(?:\s*(?:,(?!\d{3}(?!\d))|;)\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+|\s+)[-+]?\.?\d")
+# A number that an operator and another number follow ("7 / 8", "7-8", "2^3") starts an expression, not an answer.
+OPERATOR_THEN_NUMBER = re.compile(r"\s*[-+*/^×÷]\s*[-+]?\.?\d")
 
 
 # Keyword arguments that the trainers pass to every reward; a reward that requires any other one needs that column.
@@ -218,8 +224,10 @@ def extract_answer(text: str) -> str | None:
     punctuation. Digits inside a word (`AZYUK2A`), inside a LaTeX expression (`\frac{1+\sqrt{5}}{2}`, `x^2`), in
     brackets (`(1)` and `[1]` are references more often than answers) or in an interval (`[0,1)`) are not an answer,
     and neither is a number that a variable follows (`5 x`, `2 pi`: a coefficient). A reward that credited them
-    could be gamed by printing digits. Only the last number counts, so "12 or 13" answers 13: one guess.
-    After `####` the answer is the first number on its line, or the whole line if it holds several spaced apart.
+    could be gamed by printing digits. The last number is the answer, with the numbers it closes a list of: "so 12
+    or 13" answers "12 or 13", a list of guesses, as it would inside `<answer>`.
+    After `####` the answer is the first number on its line ("#### 72 dollars" is 72), or the whole line where
+    that number is one of a list of guesses (`GUESSES`) or starts an expression ("#### 7 / 8" is 7/8, not 7).
 
     >>> extract_answer("<think>2 + 2</think> <answer> 4 </answer>")
     '4'
@@ -227,8 +235,8 @@ def extract_answer(text: str) -> str | None:
     '12'
     >>> extract_answer("The probability is .4"), extract_answer("AZYUK2A"), extract_answer(r"$\frac{1+\sqrt{5}}{2}$")
     ('.4', None, None)
-    >>> [extract_answer(text) for text in ["#### 72 dollars", "#### 7 8 9", "so 5 x", "(42)"]]
-    ['72', '7 8 9', None, None]
+    >>> [extract_answer(text) for text in ["#### 72 dollars", "#### 7 8 9", "#### 7 / 8", "so 5 x", "(42)"]]
+    ['72', '7 8 9', '7 / 8', None, None]
     """
     text = text.replace("\u2212", "-")  # the Unicode minus sign that models (and LaTeX renderers) write
     if answers := ANSWER_TAG.findall(text):
@@ -237,14 +245,20 @@ def extract_answer(text: str) -> str | None:
         return boxed.strip()
     if "####" in text:
         line = text.rsplit("####", 1)[1].strip().split("\n", 1)[0]
-        if SPACED_NUMBERS.search(line):  # "#### 7 8 9": a list of guesses, as in an <answer>
-            return line
-        if number := NUMBER.search(line):
+        number = NUMBER.search(line)
+        if GUESSES.search(line) or (number and OPERATOR_THEN_NUMBER.match(line, number.end())):
+            return line  # "#### 7 or 8" (graded as a list of guesses), "#### 7 / 8" (graded as 7/8)
+        if number:
             return number.group()
     numbers = list(STANDALONE_NUMBER.finditer(text))
     if not numbers or LONE_LETTER.match(text[numbers[-1].end():].lstrip()):  # "5 x", "2 pi": a coefficient
         return None
-    return numbers[-1].group()
+    first = numbers[-1]  # the last number, with the numbers listed before it: "so 7 or 8" answers "7 or 8"
+    for number in reversed(numbers[:-1]):
+        if not GUESS_SEPARATOR.fullmatch(text[number.end():first.start()]):
+            break
+        first = number
+    return text[first.start():numbers[-1].end()]
 
 
 def _to_number(text: str) -> float | None:
@@ -348,8 +362,8 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
     The final answer is the last `<answer>`, else the last `\boxed{}`, else the first line after the last `####`,
     else (no marker at all) the last number standing on its own in prose: "So she has 18 cookies." is 18, but
     digits in a word, a LaTeX expression, brackets or an interval are not read ("AZYUK2A", `\frac{1+\sqrt{5}}{2}`,
-    "(1)", "[0,1)"), nor is a number that a variable follows ("5 x", "2 pi"). Numbers spaced apart in an answer
-    ("7 8 9") are a list of guesses and score 0.
+    "(1)", "[0,1)"), nor is a number that a variable follows ("5 x", "2 pi"). An answer that lists numbers ("7 8 9",
+    "7, 8, 9", "7 or 8") is a list of guesses and scores 0, wherever it was read, unless the gold is a list too.
 
     Numbers are compared numerically ("1,000" == "1000.0", "18 dollars" == "18", ".5" == "0.5", and "50%" is both 50
     and 0.5, as in math-verify); anything else goes through math-verify (`\frac{1}{2}` == "0.5"), whose parses are
@@ -391,7 +405,7 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
         pred = extract_answer(completion_text(completion))
         if gold_number is None and gold_parsed == ():
             rewards.append(None)  # no gold answer, or one math-verify cannot read
-        elif not pred or SPACED_NUMBERS.search(pred):
+        elif not pred or (GUESSES.search(pred) and not GUESSES.search(gold)):
             rewards.append(0.0)
         elif (pred_number := _to_number(pred)) is not None and gold_number is not None:
             rewards.append(float(_same_number(pred, pred_number, gold, gold_number)))
@@ -534,10 +548,24 @@ THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 SOFT_FORMAT = re.compile(r"<think>.*?</think>\s*<answer>(.*?)</answer>", re.DOTALL)
 
 
+def after_reasoning(text: str) -> str:
+    """What follows the last `</think>`: the conclusion; "" when the reasoning never ends.
+
+    >>> after_reasoning("<think>7?</think> It is 7."), after_reasoning("<think>It is 7")
+    (' It is 7.', '')
+    """
+    return text.rsplit(THINK_END, 1)[1] if THINK_END in text else ""
+
+
+def final_answer_after_reasoning(text: str) -> str | None:
+    """`final_answer` of the conclusion alone: what `reasoning_accuracy` grades, so maj@k votes on that."""
+    return final_answer(after_reasoning(text))
+
+
 @register("reasoning_accuracy", "`accuracy` on what follows the last `</think>` only: an answer inside the reasoning, "
           "or reasoning that never ends, scores 0",
           probe=("<think>it is 7</think> I am not sure.", {"answer": ["7"]}, 1.0))  # the answer only in the reasoning
-@reward_spec(columns=[("answer", "solution")], correctness=True, final_answer=final_answer)
+@reward_spec(columns=[("answer", "solution")], correctness=True, final_answer=final_answer_after_reasoning)
 def reasoning_accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[float | None]:
     """`accuracy_reward` graded on the text after the last `</think>`, as TRL's `reasoning_accuracy_reward` (which
     grades only LaTeX answers) does: a model that states the answer while thinking and never concludes gets 0.
@@ -545,8 +573,7 @@ def reasoning_accuracy_reward(completions, answer=None, solution=None, **kwargs)
     >>> reasoning_accuracy_reward(["<think>7?</think> It is 7.", "<think>It is 7", "7"], answer=["7"] * 3)
     [1.0, 0.0, 0.0]
     """
-    texts = [completion_text(c) for c in completions]
-    finals = [t.rsplit(THINK_END, 1)[1] if THINK_END in t else "" for t in texts]  # no conclusion: nothing to grade
+    finals = [after_reasoning(completion_text(c)) for c in completions]  # no conclusion: nothing to grade
     return accuracy_reward(finals, answer=answer, solution=solution)
 
 

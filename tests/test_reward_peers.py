@@ -84,7 +84,7 @@ ACCURACY = [
     ("<answer>11 12 13</answer>", "12", 0.0),
     ("<answer>11, 12, 13</answer>", "12", 0.0),
     (r"\boxed{12 \text{ or } 13}", "12", 0.0),
-    ("The answer is 12 or 13.", "12", 0.0),  # the fallback reads the last number only: 13
+    ("The answer is 12 or 13.", "12", 0.0),  # a list of guesses
     ("The answer is 5 x", "5", 0.0),  # a variable after the number: a coefficient, not the answer
     ("Reading (12) again, 12 it is", "12", 1.0),
 ]

@@ -49,7 +49,9 @@ def test_completion_text_takes_last_message():
         (r"<answer>\boxed{3}</answer> \boxed{4}", r"\boxed{3}"),
         ("#### 1 then #### 42", "42"),
         ("so it is 12.", "12"),
-        ("it costs -3 or 1,234 or 3.50.", "3.50"),
+        ("it costs -3 or 1,234 or 3.50.", "-3 or 1,234 or 3.50"),  # a list of guesses
+        ("it costs 1,234, or 3.50.", "1,234, or 3.50"),
+        ("step 2: so 7.", "7"),
         ("total 1,234", "1,234"),
         ("no numbers here", None),
         (r"\boxed{unclosed", None),
@@ -378,7 +380,7 @@ def test_reward_declarations():
     ("The answer is 2 pi.", "2", 0.0),
     ("The answer is 5 apples.", "5", 1.0),  # a unit word is not a variable
     ("The answer is (42).", "42", 0.0),  # brackets: "(1)" is an equation reference more often than an answer
-    ("The answer is 18 or 19.", "19", 1.0),  # the last number is the one guess graded
+    ("The answer is 18 or 19.", "19", 0.0),  # a list of guesses, as in <answer>18 or 19</answer>
     # after ####: the first number on its line, unless its line holds several spaced apart
     ("#### 7 8 9", "7", 0.0),  # a list of guesses, as in <answer>7 8 9</answer>
     ("#### 72\nHope this helps! 73", "72", 1.0),
@@ -466,3 +468,43 @@ def test_soft_format_gives_partial_credit(fmt):
              "<think>a</think> 4", "<answer>4</answer>", "<think>a</think><answer> </answer>"]
     [reward] = get_reward_funcs(["soft_format"], max_completion_length=8)
     assert reward(fmt(texts)) == [1.0, 1.0, 0.5, 0.0, 0.5]
+
+
+LISTS = ["7, 8, 9", "7 or 8", "7 8 9", "7; 8", "7 and 8", "7,8"]
+MARKERS = ["<answer>{}</answer>", "\\boxed{{{}}}", "#### {}", "So: {}"]
+
+
+@pytest.mark.parametrize("marker", MARKERS, ids=["answer", "boxed", "####", "prose"])
+def test_one_rule_for_a_list_of_guesses_wherever_the_answer_is_read(fmt, marker):
+    """However the answer is marked, a list of numbers that holds the gold is a list of guesses (0), an expression is
+    what it computes ("7 / 8" is 7/8, not 7), a thousands comma is no list, and a gold that is a list may be matched."""
+    assert accuracy_reward(fmt([marker.format(x) for x in LISTS]), answer=["7"] * len(LISTS)) == [0.0] * len(LISTS)
+    if marker != "So: {}":  # prose is read for a number, not an expression
+        assert accuracy_reward(fmt([marker.format("7 / 8")] * 2), answer=["7", "7/8"]) == [0.0, 1.0]
+        assert accuracy_reward(fmt([marker.format("7-8")] * 2), answer=["7", "-1"]) == [0.0, 1.0]
+    assert accuracy_reward(fmt([marker.format("1,000"), marker.format("7")]), answer=["1000", "7"]) == [1.0, 1.0]
+
+
+# Samples whose order must not change maj@k: they share a final answer as a careless reader would see it (the whole
+# text), and differ in what the reward grades
+VOTES = [["<think>7</think> 7", "<think>7", "<think>7"], ["#### 7 or 8", "<answer>7</answer>", "#### 7, 9"],
+         ["7", "<think>8</think> 8", "<think>8</think> 8"], ["#### 7 / 8", "#### 7 / 8", "7"]]
+
+
+@pytest.mark.parametrize("name", [n for n in reward_names() if getattr(REWARDS[n], "final_answer", None)])
+def test_maj_at_k_votes_on_what_the_reward_grades(name):
+    """For every reward that declares a final answer, two samples with one final answer get one reward, so the
+    majority's grade, and maj@k, do not depend on which sample carries it, nor on the order of the samples."""
+    import itertools
+
+    from evaluation import metrics_of
+
+    [reward] = get_reward_funcs([name], max_completion_length=8)
+    for samples in VOTES:
+        rewards = reward(samples, answer=["7"] * len(samples))
+        for (a, ra), (b, rb) in itertools.combinations(zip(samples, rewards), 2):
+            if reward.final_answer(a) == reward.final_answer(b):
+                assert ra == rb, (a, b)
+        orders = {metrics_of(reward, [[rewards[i] for i in order]], [0.0], [[samples[i] for i in order]],
+                             len(samples))["maj@3"] for order in itertools.permutations(range(len(samples)))}
+        assert len(orders) == 1, f"maj@3 of {samples} depends on their order: {orders}"
