@@ -5,6 +5,9 @@ upgrade that changes one fails here, loudly and by name, instead of somewhere de
                                       with the columns rewards add through `log_extra` (the tool episodes)
     GRPOTrainer._tokenize_prompts     evaluation.prompt_token_ids copies it, so eval feeds the ids training feeds
     Trainer._save_checkpoint          ppo_trl_example.py saves the unwrapped policy under DDP through it
+    Trainer.is_distributed_loading_by_transformers
+                                      read when saving, set only in Trainer.__init__ (which PPOTrainer skips), so
+                                      ppo_trl_example.PPOTrainer sets it as a class attribute
     trl.experimental.utils.get_reward ppo_trl_example.RewardAdapter is a reward model to it (base_model_prefix, score)
 """
 
@@ -69,6 +72,20 @@ def test_trainer_save_checkpoint_is_still_the_hook_ppo_saves_through():
 
     assert list(inspect.signature(Trainer._save_checkpoint).parameters) == ["self", "model", "trial"]
     assert "self._save_checkpoint(" in inspect.getsource(PPOTrainer.train)
+
+
+def test_saving_reads_an_attribute_only_trainer_init_sets():
+    """PPOTrainer skips Trainer.__init__, which sets is_distributed_loading_by_transformers; saving reads it. If
+    Trainer stops reading it, or PPOTrainer starts setting it, the class attribute in ppo_trl_example can go."""
+    from transformers import Trainer
+    from trl.experimental.ppo import PPOTrainer
+
+    import ppo_trl_example
+
+    assert "self.is_distributed_loading_by_transformers =" in inspect.getsource(Trainer.__init__)
+    assert "self.is_distributed_loading_by_transformers" in inspect.getsource(Trainer._save)
+    assert "is_distributed_loading_by_transformers" not in inspect.getsource(PPOTrainer.__init__)
+    assert ppo_trl_example.PPOTrainer.is_distributed_loading_by_transformers is False
 
 
 def test_get_reward_reads_the_backbone_by_base_model_prefix_and_the_score_head():
