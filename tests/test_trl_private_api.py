@@ -7,7 +7,7 @@ upgrade that changes one fails here, loudly and by name, instead of somewhere de
     Trainer._save_checkpoint          ppo_trl_example.py saves the unwrapped policy under DDP through it
     Trainer.is_distributed_loading_by_transformers
                                       read when saving, set only in Trainer.__init__ (which PPOTrainer skips), so
-                                      ppo_trl_example.PPOTrainer sets it as a class attribute
+                                      ppo_trl_example.PPOTrainerWithRewardLogs sets it as a class attribute
     trl.experimental.utils.get_reward ppo_trl_example.RewardAdapter is a reward model to it (base_model_prefix, score)
 """
 
@@ -85,7 +85,7 @@ def test_saving_reads_an_attribute_only_trainer_init_sets():
     assert "self.is_distributed_loading_by_transformers =" in inspect.getsource(Trainer.__init__)
     assert "self.is_distributed_loading_by_transformers" in inspect.getsource(Trainer._save)
     assert "is_distributed_loading_by_transformers" not in inspect.getsource(PPOTrainer.__init__)
-    assert ppo_trl_example.PPOTrainer.is_distributed_loading_by_transformers is False
+    assert ppo_trl_example.PPOTrainerWithRewardLogs.is_distributed_loading_by_transformers is False
 
 
 def test_get_reward_reads_the_backbone_by_base_model_prefix_and_the_score_head():
