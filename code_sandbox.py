@@ -7,27 +7,29 @@
 of tools.py): the harness then sends the code's stdout and stderr to a file of their own, never to the report.
 
 One run:
-1. The trainer splits each assert (`split_assert`). For `assert <expression> == <literal>` (either way round),
-   the expected value stays in the trainer and only the expression goes to the sandbox; any other assert goes
-   as it is.
+1. The trainer splits each assert (`split_assert`). An assert that compares computed values with a literal (`==`,
+   `!=`, `<`, `in`, `is True`, `is None`, ..., either way round, chained), a bare `assert f(x)`, and `not` of
+   either, becomes a `Check`: only its computed operands go to the sandbox, to be evaluated; the literals and the
+   comparison stay in the trainer. Any other assert (`f(x) == g(y)`, `and` / `or`) goes as it is.
 2. A fresh process starts `python -I -c HARNESS` inside the sandbox (below), in a new session, with a
    minimal environment (`ENV`: no HF_TOKEN, AWS_*, ...), and gets the code, the asserts, the limits and a
    random token on stdin (marshal).
 3. The harness lowers its own rlimits (`Limits`: CPU seconds, address space, processes, file size, open files,
    no core files), joins a new session keyring, installs the seccomp filter, sends its stdin/stdout/stderr to
    /dev/null, and runs the code.
-   Then, in the code's namespace, it evaluates each expression and reports "<token> value <i> <repr>" when the
+   Then, in the code's namespace, it evaluates each operand and reports "<token> value <i> <repr>" when the
    value is plain data (builtin types only, no subclasses; numpy values through `.tolist()`), and runs each
    other assert and reports "<token> pass <i>" if it passes. Code that raises or exits scores 0.
 4. After `Limits.timeout` seconds the parent SIGKILLs the sandbox's whole process group. It reads the report as
-   bytes, `ast.literal_eval`s each value and compares it with the expected value itself (`_grade`): nothing
+   bytes, `ast.literal_eval`s each value and makes each check's comparison itself (`_grade`, `holds`): nothing
    the code defined runs in the trainer. A report with a line the harness would not write scores 0.
    Score = asserts passed / asserts. Asserts that passed before a timeout still count.
 
-Forging a pass therefore needs the expected value, which the sandbox never sees: an object whose `__eq__` is
-always True is not plain data, and a report line written with a token dug out of the harness's memory is a
-second line for its assert. Asserts of other forms (`assert f(x) > 2`, `assert f(x) == g(y)`) still run inside
-the sandbox, where the code can subvert them.
+Forging a pass of a checked assert therefore needs the values the trainer compares with, which the sandbox never
+sees: an object whose `__eq__` is always True is not plain data, a report line written with a token dug out of
+the harness's memory is a second line for its job, and rewriting the jobs in the harness's memory changes only
+what is evaluated (or the kind of line, which voids the report), never what the trainer compares it with. Asserts that compare two computed values (`assert f(x) == g(y)`) or use `and` / `or` still
+run inside the sandbox, where the code can subvert them.
 
 Sandbox modes, strongest first; `sandbox_mode()` picks the first that runs a trivial job on this machine
 (set CODE_SANDBOX=bwrap|unshare|rlimits to require one, e.g. CODE_SANDBOX=bwrap in production):
@@ -63,8 +65,8 @@ class in every mode, as root and as an ordinary user.
 
 Not protected in any mode: kernel exploits through the syscalls the filter allows; without cgroups, total
 memory, which is at most `Limits.processes * (Limits.memory + Limits.open_files * Limits.file_size)` per run;
-CPU contention between runs; reward hacking of asserts that are not `<expression> == <literal>`, which run
-inside the interpreter the code shares.
+CPU contention between runs; reward hacking of asserts that compare two computed values or use `and` / `or`,
+which run inside the interpreter the code shares.
 (Exiting early, printing fake reports, or replacing `exec`/`os._exit` score 0.)
 """
 
@@ -74,6 +76,7 @@ import errno
 import functools
 import logging
 import marshal
+import operator
 import os
 import platform
 import queue
@@ -503,63 +506,143 @@ def _remove_cgroups() -> None:
     _CGROUPS.clear()
 
 
-def split_assert(test: str) -> tuple[str, str, object]:
-    """How one assert is graded: ("value", expression, expected) for `assert <expression> == <literal>` (either way
-    round; a message is ignored), whose expected value never enters the sandbox; else ("assert", test, None), run
-    as it is inside the sandbox.
+# The comparisons an assert checked in the trainer may make, as Python makes them
+COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+           ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+           ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 
-    >>> split_assert("assert add(1, 2) == 3, 'sum'"), split_assert("assert [1] == f(0)")
-    (('value', 'add(1, 2)', 3), ('value', 'f(0)', [1]))
-    >>> split_assert("assert f(0) > 1"), split_assert("assert f(0) == g(0)")
-    (('assert', 'assert f(0) > 1', None), ('assert', 'assert f(0) == g(0)', None))
+
+@dataclass(frozen=True)
+class Check:
+    """An assert checked in the trainer: the sandbox evaluates `expressions` (the computed operands) and sends back
+    their values as plain data; the trainer then evaluates `test`, the assert's condition, on those values and the
+    literals, which never enter the sandbox.
+
+    `test` is the condition's AST with each operand replaced by ast.Name `_v<i>` (expressions[i]) or `_c<i>`
+    (literals[i]): a comparison chain with at least one literal operand, its `not`, or a single value (truthiness).
+    """
+
+    expressions: tuple[str, ...]
+    literals: tuple
+    test: ast.expr
+
+
+def split_assert(test: str) -> Check | None:
+    """How one assert is graded: a `Check` the trainer makes on plain values, or None for an assert run as it is in
+    the sandbox. In the trainer: a comparison (or chain) with a literal on one side, `==`, `!=`, `<`, `<=`, `>`,
+    `>=`, `in`, `not in`, `is` (`is True`, `is None`, ...), each either way round; bare truthiness (`assert f(x)`);
+    and `not` of either. In the sandbox: comparisons of two computed values (`f(x) == g(y)`), and `and` / `or`.
+
+    >>> check = split_assert("assert add(1, 2) == 3, 'sum'")
+    >>> check.expressions, check.literals, ast.unparse(check.test)
+    (('add(1, 2)',), (3,), '_v0 == _c0')
+    >>> [ast.unparse(split_assert(t).test) for t in ["assert f(0) is True", "assert not f(0)", "assert 0 < f(1) < 9"]]
+    ['_v0 is _c0', 'not _v0', '_c0 < _v0 < _c1']
+    >>> split_assert("assert f(0) == g(0)"), split_assert("assert f(0) and f(1)")
+    (None, None)
     """
     try:
         [node] = ast.parse(test).body
-    except (SyntaxError, ValueError):
-        return "assert", test, None
-    compare = node.test if isinstance(node, ast.Assert) else None
-    if isinstance(compare, ast.Compare) and len(compare.ops) == 1 and isinstance(compare.ops[0], ast.Eq):
-        for expression, expected in ((compare.left, compare.comparators[0]), (compare.comparators[0], compare.left)):
-            try:
-                return "value", ast.unparse(expression), ast.literal_eval(expected)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                continue
-    return "assert", test, None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if not isinstance(node, ast.Assert):
+        return None
+    expressions, literals = [], []
+
+    def operand(expression: ast.expr) -> ast.Name:
+        try:
+            literals.append(ast.literal_eval(expression))
+            return ast.Name(f"_c{len(literals) - 1}")
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            expressions.append(ast.unparse(expression))
+            return ast.Name(f"_v{len(expressions) - 1}")
+
+    condition, negated = node.test, False
+    if isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not):
+        condition, negated = condition.operand, True
+    if isinstance(condition, ast.Compare):
+        if not all(type(op) in COMPARE for op in condition.ops):
+            return None
+        operands = [operand(e) for e in [condition.left, *condition.comparators]]
+        if not literals:
+            return None  # two computed values, compared inside the sandbox
+        checked = ast.Compare(operands[0], condition.ops, operands[1:])
+    elif isinstance(condition, ast.BoolOp):
+        return None
+    else:
+        checked = operand(condition)
+    return Check(tuple(expressions), tuple(literals), ast.UnaryOp(ast.Not(), checked) if negated else checked)
 
 
-def _grade(output: bytes, token: str, tests: list[tuple[str, str, object]]) -> float | None:
-    """The fraction of `tests` passed, from the harness's report; None if the report is not the harness's alone: a
-    line of another form, or two lines for one assert (the code wrote to the report's descriptor)."""
-    prefix, seen, passed = f"{token} ".encode(), set(), 0
+def holds(check: Check, values: list[bytes | None]) -> bool:
+    """Whether `check` holds on the values the sandbox reported (a repr, or None when it sent none). Only plain data
+    is read, with ast.literal_eval, and compared by the trainer's own operators: nothing the code defined runs here.
+    A value that is missing, opaque or unreadable, or a comparison that raises (as `None < 3` does), fails.
+
+    >>> holds(split_assert("assert 0 < f(1) < 9"), [b"4"]), holds(split_assert("assert f(1) is None"), [b"0"])
+    (True, False)
+    """
+    def value(node: ast.expr):
+        if isinstance(node, ast.UnaryOp):
+            return not value(node.operand)
+        if isinstance(node, ast.Compare):
+            left = value(node.left)
+            for op, comparator in zip(node.ops, node.comparators):
+                right = value(comparator)
+                if not COMPARE[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        kind, index = node.id[1], int(node.id[2:])
+        if kind == "c":
+            return check.literals[index]
+        if values[index] in (None, b"opaque"):
+            raise ValueError("no plain value")
+        return ast.literal_eval(values[index].decode())
+
+    try:
+        return bool(value(check.test))
+    except Exception:  # not plain data after all, or a comparison Python would refuse: the assert fails
+        return False
+
+
+def _grade(output: bytes, token: str, jobs: list[list[str]], checks: list[tuple[int, Check | None]]) -> float | None:
+    """The fraction of asserts passed, from the harness's report on `jobs` ([kind, source]: "value", an expression
+    to evaluate, or "assert", an assert to run); `checks` gives for each assert its first job and its `Check` (None:
+    the assert is one job, run in the sandbox). None if the report is not the harness's alone: a line of another
+    form, or two lines for one job (the code wrote to the report's descriptor)."""
+    prefix, reported = f"{token} ".encode(), {}
     for line in output.splitlines():
         if not line.startswith(prefix):
             return None
         kind, _, rest = line[len(prefix):].partition(b" ")
         index, _, value = rest.partition(b" ")
-        if not index.isdigit() or int(index) >= len(tests) or int(index) in seen:
+        if not index.isdigit() or int(index) >= len(jobs) or int(index) in reported:
             return None
-        seen.add(int(index))
-        expected_kind, _, expected = tests[int(index)]
-        if kind != {"assert": b"pass", "value": b"value"}[expected_kind] or (kind == b"pass") != (value == b""):
+        if kind != {"assert": b"pass", "value": b"value"}[jobs[int(index)][0]] or (kind == b"pass") != (value == b""):
             return None
-        if kind == b"pass":
-            passed += 1
-            continue
-        try:  # the trainer's own comparison of plain data: nothing the code defined runs here
-            passed += value != b"opaque" and ast.literal_eval(value.decode()) == expected
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, UnicodeDecodeError):
-            pass  # not plain data after all: the assert fails
-    return passed / len(tests)
+        reported[int(index)] = value
+    passed = 0
+    for first, check in checks:
+        if check is None:
+            passed += first in reported
+        else:
+            passed += holds(check, [reported.get(first + i) for i in range(len(check.expressions))])
+    return passed / len(checks)
 
 
 def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) -> float:
     """One sandboxed run of `python` in `mode`; the fraction of `tests` that passed."""
     token = secrets.token_hex(16)
-    graded = [split_assert(test) for test in tests]
-    output, _, _ = _sandboxed(code, [[kind, source] for kind, source, _ in graded], token, limits, mode, python)
+    jobs, checks = [], []
+    for test in tests:
+        check = split_assert(test)
+        checks.append((len(jobs), check))
+        jobs += [["value", e] for e in check.expressions] if check else [["assert", test]]
+    output, _, _ = _sandboxed(code, jobs, token, limits, mode, python)
     # Bytes, never decoded as a whole: the code can write to the report's descriptor. A report with anything in it
     # that the harness would not write was tampered with (or the sandbox failed) and is not trusted.
-    score = _grade(output, token, graded)
+    score = _grade(output, token, jobs, checks)
     if score is None:
         _explain(output)
         return 0.0

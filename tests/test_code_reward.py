@@ -466,6 +466,13 @@ HOSTILE = {
         "for obj in gc.get_objects():\n"
         "    if isinstance(obj, list) and obj and all(isinstance(t, types.CodeType) for t in obj):\n"
         "        obj[:] = [compile('pass', '<test>', 'exec')] * len(obj)\n", ADD_TESTS, 0.0),
+    "rewritten asserts in the harness's frame": (  # every assert replaced by `pass` while the first one runs
+        "import sys\ndef is_even(n):\n    frame = sys._getframe(1)\n"
+        "    while frame is not None and 'tests' not in frame.f_locals:\n        frame = frame.f_back\n"
+        "    if frame is not None:\n        tests = frame.f_locals['tests']\n"
+        "        tests[:] = [('assert', compile('pass', '<test>', 'exec'))] * len(tests)\n",
+        ["assert is_even(4) is True", "assert is_even(3) is False", "assert is_even(8)", "assert not is_even(8) != 1"],
+        0.0),
     # last: in rlimits mode as an ordinary user every run shares one uid, and the bomb's zombies hold that uid's
     # process limit until init reaps them, which can take seconds
     "a fork bomb": (FORK_BOMB + ADD, ADD_TESTS, 0.0),
@@ -641,11 +648,26 @@ def test_hostile_completions_as_an_ordinary_user(mode, tmp_path):
     (["assert add([1], [2]) == [1, 2]", "assert add((1,), (2,)) == (1, 2)", "assert add('a', 'b') == 'ab'"], 1.0),
     (["assert add(1, 2) == 3.0", "assert add(0.1, 0.2) == 0.3"], 0.5),  # Python's own ==: 3 == 3.0, 0.30000000000000004
     (["assert add(1, 2) == 3, 'with a message'"], 1.0),
-    (["assert add(1, 2) > 2", "assert add(1, 2) in (3, 4)", "assert add(1, 2)"], 1.0),  # other forms: in the sandbox
-    (["assert add(1, 2) == sum([1, 2])"], 1.0),  # a non-literal expected value: in the sandbox
+    # checked in the trainer, on the values the sandbox sends back: comparisons with a literal, either way round and
+    # chained; `is`; truthiness; `not`
+    (["assert add(1, 2) > 2", "assert add(1, 2) in (3, 4)", "assert add(1, 2)", "assert 0 < add(1, 2) <= 3"], 1.0),
+    (["assert add(1, 2) != 3", "assert 4 <= add(1, 2)", "assert add(1, 2) not in [3]", "assert not add(1, -1)"], 0.25),
+    (["assert add(1, 0) is True", "assert add([], []) is not None", "assert add(0.5, 0.5) == 1"], 2 / 3),  # 1 is not True
+    (["assert add(None, None) is None", "assert add('a', 'b') < 1", "assert add(1, 'b')"], 0.0),  # TypeErrors fail
+    (["assert add(1, 2) == sum([1, 2])", "assert add(1, 2) and add(2, 2)"], 1.0),  # two computed values: in the sandbox
 ])
 def test_asserts_are_graded_as_python_would(tests, expected):
     assert run_many([(ADD, tests)], limits=FAST) == [pytest.approx(expected)]
+
+
+def test_the_bundled_task_is_graded_in_the_trainer():
+    """Every assert of assets/code is a check the trainer makes on plain values: none runs in the sandbox, where the
+    code shares the interpreter and could subvert it."""
+    from code_sandbox import split_assert
+
+    tests = [t for split in ("train", "test") for row in read_jsonl(REPO / "assets" / "code" / f"{split}.jsonl")
+             for t in split_tests(row["tests"])]
+    assert len(tests) > 100 and [t for t in tests if split_assert(t) is None] == []
 
 
 def test_numpy_like_values_are_read_through_tolist():
