@@ -22,11 +22,13 @@ algorithm. Read the training scripts first; come here when you want to know how 
 
 import importlib.util
 import json
+import logging
 import os
 import platform
 import re
 import sys
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -35,6 +37,34 @@ import torch
 from datasets import DatasetDict, load_dataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
+
+# Upstream warnings that every run would print and that mean nothing for it, each silenced by its exact message,
+# never wholesale (README, "What a run prints"):
+# - trl 1.12 (trl/models/utils.py, PPOTrainer) and peft 0.21 call transformers 5.23's deprecated names for the
+#   activation checkpointing methods, which forward to the new ones;
+for _name in ("is_gradient_checkpointing", "gradient_checkpointing_enable", "gradient_checkpointing_disable"):
+    warnings.filterwarnings("ignore", message=f"`{_name}` is deprecated", category=FutureWarning)
+# - trl 1.12's PPOTrainer logs the variance of the policy ratio over its minibatches (val/ratio_var); with one
+#   minibatch and one PPO epoch there is one value, torch warns and the metric is nan;
+warnings.filterwarnings("ignore", message=r"var\(\): degrees of freedom is <= 0", category=UserWarning)
+
+
+class _DropLogRecord(logging.Filter):
+    """Drops the log records whose message matches `pattern`."""
+
+    def __init__(self, pattern: str):
+        super().__init__()
+        self.pattern = re.compile(pattern)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.pattern.match(record.getMessage())
+
+
+# - trl 1.12's PPOTrainer asks `generate` for its scores (output_scores, return_dict_in_generate) beside a
+#   generation config, which transformers 5.23 logs once as deprecated.
+logging.getLogger("transformers.generation.utils").addFilter(_DropLogRecord(
+    r"Passing `generation_config` together with generation-related arguments=\(\{'(output_scores|return_dict_in_generate)"
+    r"', '(output_scores|return_dict_in_generate)'\}\)"))
 
 # File extensions `--dataset_name` accepts for a single local file, and the `datasets` builder for each.
 LOCAL_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -65,6 +95,9 @@ def parse_args(parser, unsupported: dict[str, str], args: list[str] | None = Non
             f"or change --num_generations."
         ) from None
     refuse_ignored_fields(unsupported, defaults, *parsed)
+    if not {"activation_checkpointing", "gradient_checkpointing"} & options_set(args):  # see device_defaults
+        training_args = next(a for a in parsed if hasattr(a, "activation_checkpointing"))
+        training_args.activation_checkpointing = training_args.gradient_checkpointing = torch.cuda.is_available()
     return parsed
 
 
@@ -104,13 +137,16 @@ def device_defaults() -> dict:
     TRL's configs default to `bf16=True`, which fails on a machine without a GPU, and to activation checkpointing,
     which saves GPU memory by running each layer's forward twice. With no CUDA device we train on CPU in fp32
     (`use_cpu=True` also makes `accelerate launch --multi_gpu` use gloo) and keep the activations: recomputing them
-    cost SmolLM2-135M 10% per GRPO step (BENCHMARKS.md), for memory a CPU machine does not miss. TRL sets that
-    default under the old name, `gradient_checkpointing`, and so does this, so that either name still turns it on.
-    These are defaults: a flag or a `--config` YAML still overrides them.
+    costs time on every step (BENCHMARKS.md, section 9d, measures it on SmolLM2-135M), for memory a CPU machine
+    does not miss. TRL sets its default under the old name, `gradient_checkpointing`, which makes transformers warn on
+    every run that it is deprecated; here that default is None, and `parse_args` sets activation checkpointing
+    after parsing (on a GPU, off on a CPU) unless a flag or a YAML key names either name. Every default here can be
+    overridden by a flag or a `--config` YAML.
     """
+    defaults = {"gradient_checkpointing": None}  # neither name set: parse_args decides
     if torch.cuda.is_available():
-        return {"bf16": torch.cuda.is_bf16_supported()}
-    return {"use_cpu": True, "bf16": False, "gradient_checkpointing": False}
+        return {**defaults, "bf16": torch.cuda.is_bf16_supported()}
+    return {**defaults, "use_cpu": True, "bf16": False}
 
 
 def options_set(argv: list[str] | None = None) -> set[str]:

@@ -219,11 +219,13 @@ def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: li
 
 
 def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling: Sampling, seed: int,
-             accelerator) -> dict:
+             accelerator, per_prompt: list | None = None) -> dict:
     """Evaluate `model` on the prompts of `dataset` (its `input_ids` column holds them as the trainer tokenizes them).
 
     Each process generates and scores its own slice of the prompts; call it on every process. Returns
-    {reward name: {metric: value}} on every process.
+    {reward name: {metric: value}} on every process. `per_prompt`, if given, receives one record per prompt, in
+    order: the prompt, the process that scored it, the sampled completions and each reward's rewards for them, the
+    greedy completion and each reward's reward for it.
     """
     indices = list(range(len(dataset)))
     # Equal slices (the last one padded with repeats) so every rank runs the same number of forward passes.
@@ -238,12 +240,19 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling
     greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, sampling.greedy())
     model.train(was_training)
 
-    per_prompt = [{"index": i, "texts": texts, "rewards": {}, "greedy": {}} for i, texts in zip(mine, sampled)]
+    mine_scored = [{"index": i, "process": accelerator.process_index, "prompt": prompt, "texts": texts,
+                    "greedy_completion": g[0], "rewards": {}, "greedy": {}}
+                   for i, prompt, texts, g in zip(mine, rows["prompt"], sampled, greedy)]
     for func in reward_funcs:
-        for entry, rs, g in zip(per_prompt, score(func, rows, sampled, sampled_ids), score(func, rows, greedy, greedy_ids)):
+        for entry, rs, g in zip(mine_scored, score(func, rows, sampled, sampled_ids),
+                                score(func, rows, greedy, greedy_ids)):
             entry["rewards"][func.__name__], entry["greedy"][func.__name__] = rs, g[0]
-    gathered = {entry["index"]: entry for entry in reversed(gather_object(per_prompt))}  # drop the padding repeats
+    gathered = {entry["index"]: entry for entry in reversed(gather_object(mine_scored))}  # drop the padding repeats
     entries = [gathered[i] for i in indices]
+    if per_prompt is not None:
+        per_prompt += [{"prompt": e["prompt"], "process": e["process"], "completions": e["texts"],
+                        "rewards": e["rewards"], "greedy_completion": e["greedy_completion"], "greedy": e["greedy"]}
+                       for e in entries]
     return {
         func.__name__: metrics_of(func, [e["rewards"][func.__name__] for e in entries],
                                   [e["greedy"][func.__name__] for e in entries], [e["texts"] for e in entries],
@@ -305,9 +314,11 @@ class BeforeAfterEval(TrainerCallback):
             print(f"evaluating ({when}, step {step}): {s['num_prompts']} prompts x {s['num_samples']} samples + greedy, "
                   f"on {self.accelerator.num_processes} process(es)")
         start = time.perf_counter()
+        per_prompt = []
         with self.generation_model() as model:
             self.results[when] = evaluate(model, self.tokenizer, self.dataset, self.reward_funcs, s["num_samples"],
-                                          self.sampling, s["seed"], self.accelerator)
+                                          self.sampling, s["seed"], self.accelerator, per_prompt)
+        self.results[f"{when}_per_prompt"] = per_prompt
         self.results[f"{when}_step"] = step
         self.results[f"{when}_seconds"] = round(time.perf_counter() - start, 1)
         if self.accelerator.is_main_process:

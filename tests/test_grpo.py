@@ -5,8 +5,9 @@ import json
 import pytest
 import torch
 import yaml
-from conftest import (ADDITION, REPO, assert_adapter_trained, assert_run_summary, assert_summary_means, assert_trained,
-                      fails_early, read_jsonl, run_script, spied, spied_calls, write_jsonl)
+from conftest import (ADDITION, REPO, assert_adapter_trained, assert_no_preventable_warnings, assert_run_summary,
+                      assert_summary_means, assert_trained, fails_early, read_jsonl, run_script, spied, spied_calls,
+                      write_jsonl)
 
 from common import device_defaults
 from rewards import accuracy_reward, reward_names
@@ -24,6 +25,7 @@ def test_default_task_outputs(tmp_path):
     out = tmp_path / "out"
     proc = run_script(SCRIPT, "--output_dir", out, "--max_steps", 4, "--logging_steps", 1, "--eval_steps", 2,
                       cwd=tmp_path)
+    assert_no_preventable_warnings(proc.stdout + proc.stderr)
 
     # metrics.jsonl: one line per logging step, with the total reward and each reward function's mean
     metrics = read_jsonl(out / "metrics.jsonl")

@@ -50,7 +50,7 @@ def test_grpo_two_machines(tmp_path):
     """
     out, port, steps = tmp_path / "out", free_port(), 2
     args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--eval_strategy", "no",
-            "--eval_num_samples", 2, "--eval_max_prompts", 6, *ddp_flags(2)]
+            "--eval_num_samples", 2, "--eval_max_prompts", 7, *ddp_flags(2)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **THREADS}
     machines = []
     for rank in (0, 1):
@@ -71,8 +71,14 @@ def test_grpo_two_machines(tmp_path):
     assert [stdout.count("GRPO: 2 steps") for stdout, _ in outputs] == [1, 0]
     assert [m["step"] for m in read_jsonl(out / "metrics.jsonl")] == [1, 2]
     assert len(read_jsonl(out / "completions.jsonl")) == steps * 2 * 16  # gathered from both machines
-    # the held-out evaluation ran on both machines, each on half of the 6 prompts, and was written once
+    # the held-out evaluation ran on both machines, each on its own slice of the 7 prompts (4 and 3, padded to 4), and
+    # scored each prompt once; it was written once
     report = json.loads((out / "eval.json").read_text())
-    assert report["num_prompts"] == 6 and set(report["before"]["accuracy"]) >= {"pass@1", "pass@2"}
+    assert report["num_prompts"] == 7 and set(report["before"]["accuracy"]) >= {"pass@1", "pass@2"}
+    for when in ("before", "after"):
+        assert [p["process"] for p in report[f"{when}_per_prompt"]] == [0, 0, 0, 0, 1, 1, 1]
+        assert all(len(p["rewards"]["accuracy"]) == 2 for p in report[f"{when}_per_prompt"])
+    assert report["before"]["accuracy"]["pass@1"] == pytest.approx(
+        sum(sum(p["rewards"]["accuracy"]) for p in report["before_per_prompt"]) / 14)
     assert [stdout.count("held-out evaluation") for stdout, _ in outputs] == [1, 0]
     assert not (tmp_path / "machine0" / "out").exists() and not (tmp_path / "machine1" / "out").exists()

@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 from conftest import (ADDITION, RANK_PROBE, REPO, SHUTDOWN_PROBE, TINY_MODEL, accelerate_ddp, assert_adapter_trained,
-                      assert_run_summary, assert_summary_means, assert_trained, ddp_flags, fails_early, read_jsonl,
+                      assert_no_preventable_warnings, assert_run_summary, assert_summary_means, assert_trained, ddp_flags, fails_early, read_jsonl,
                       run_script, spied, spied_calls, write_jsonl)
 
 from common import device_defaults
@@ -244,6 +244,7 @@ def test_default_task_outputs(tmp_path):
     # TRL's sample tables after updates 1 and 3 score test prompts too; those scores must not leak into the logs
     proc = run_script(SCRIPT, "--output_dir", out, *TINY, "--num_sample_generations", 2, cwd=tmp_path)
     assert "model response" in proc.stdout
+    assert_no_preventable_warnings(proc.stdout + proc.stderr)  # TRL's experimental notice aside
 
     metrics = check_train_logs(out, 4, ["accuracy"])
     assert all(m["reward"] == pytest.approx(m["rewards/accuracy/mean"]) for m in metrics)  # one reward, weight 1
@@ -322,8 +323,8 @@ def test_reward_model(tmp_path):
     AutoTokenizer.from_pretrained(TINY_MODEL).save_pretrained(rm_dir)
 
     out = tmp_path / "out"
-    proc = run_script(SCRIPT, "--reward_model_path", rm_dir, "--output_dir", out, *TINY,
-                      cwd=tmp_path)
+    proc = run_script(SCRIPT, "--reward_model_path", rm_dir, "--output_dir", out, *TINY, "--eval_num_samples", 2,
+                      "--eval_max_prompts", 4, cwd=tmp_path)
     assert f"scoring with the reward model {rm_dir}" in proc.stdout
     metrics = check_train_logs(out, 4, ["reward_model"])
     assert all(m["reward"] == pytest.approx(m["rewards/reward_model/mean"]) for m in metrics)
@@ -340,6 +341,26 @@ def test_reward_model(tmp_path):
                   for c in (ids + [tokenizer.eos_token_id], ids)]
         matches += any(abs(s - row["reward_model"]) < 1e-4 for s in scores)
     assert matches >= 0.9 * len(rows)  # a decoded completion may have lost a special token it sampled
+
+    # The held-out evaluation scores with the reward model too: its mean is the mean of the per-prompt scores in
+    # eval.json, and each of those is the reward model's output on that prompt + completion
+    report = json.loads((out / "eval.json").read_text())
+    for when in ("before", "after"):
+        per_prompt = report[f"{when}_per_prompt"]
+        scores = [r for p in per_prompt for r in p["rewards"]["reward_model"]]
+        assert len(scores) == 8 and len(set(scores)) > 1
+        assert report[when]["reward_model"]["mean_reward"] == pytest.approx(sum(scores) / 8)
+        assert report[when]["reward_model"]["greedy_reward"] == pytest.approx(
+            sum(p["greedy"]["reward_model"] for p in per_prompt) / 4)
+        matches = 0
+        for p in per_prompt:
+            prompt_ids = tokenizer(p["prompt"]).input_ids
+            for completion, score in zip(p["completions"], p["rewards"]["reward_model"]):
+                ids = prompt_ids + tokenizer(completion).input_ids
+                matches += any(abs(get_reward(reward_model, torch.tensor([c]), tokenizer.pad_token_id,
+                                              len(prompt_ids))[1].item() - score) < 1e-4
+                               for c in (ids + [tokenizer.eos_token_id], ids))
+        assert matches >= 0.75 * len(scores)
 
 
 def test_reward_model_path_must_be_a_classifier(tmp_path):
@@ -398,21 +419,28 @@ def test_two_processes(tmp_path):
     out = tmp_path / "out"
     run_script(SCRIPT, "--output_dir", out, "--total_episodes", 64, "--per_device_train_batch_size", 16,
                "--num_mini_batches", 1, "--save_strategy", "steps", "--save_steps", 1, "--eval_num_samples", 2,
-               "--eval_max_prompts", 6, "--reward_funcs", "accuracy", "probe.rank_probe", "--reward_weights", 1.0, 0.0,
+               "--eval_max_prompts", 7, "--reward_funcs", "accuracy", "probe.rank_probe", "--reward_weights", 1.0, 0.0,
                *ddp_flags(2), cwd=tmp_path, launcher=accelerate_ddp(2),
                env={"PYTHONPATH": str(tmp_path), "PROBE_DIR": str(tmp_path)})
     metrics = check_train_logs(out, 2, ["accuracy"])  # 64 episodes / (16 x 2 processes) = 2 updates
     rows = read_jsonl(out / "completions.jsonl")
     assert [sum(r["step"] == step for r in rows) for step in (1, 2)] == [32, 32]  # 16 from each process
     # the ranks scored different prompts at each update: the data is split between them
-    # (calls of 16 prompts are training's; the held-out evaluation scores its 3 prompts per process too)
+    # (calls of 16 prompts are training's; the held-out evaluation's calls are shorter)
     rank0, rank1 = ([c for c in read_jsonl(tmp_path / f"rank{r}.jsonl") if len(c) == 16] for r in (0, 1))
     assert len(rank0) == len(rank1) == 2 and all(not set(p0) & set(p1) for p0, p1 in zip(rank0, rank1))
     for m in metrics:  # `reward` is TRL's mean over both processes; the per-reward mean and the rows must agree
         assert m["reward"] == pytest.approx(m["rewards/accuracy/mean"])
         assert m["reward"] == pytest.approx(sum(r["accuracy"] for r in rows if r["step"] == m["step"]) / 32)
     assert json.loads((out / "summary.json").read_text())["world_size"] == 2
-    assert json.loads((out / "eval.json").read_text())["num_prompts"] == 6
+    # the held-out evaluation: 7 prompts, 4 on process 0 and 3 on process 1 (padded with a repeat to 4, so both run
+    # as many forward passes), each prompt scored once in eval.json
+    report = json.loads((out / "eval.json").read_text())
+    assert report["num_prompts"] == 7
+    for when in ("before", "after"):
+        assert [p["process"] for p in report[f"{when}_per_prompt"]] == [0, 0, 0, 0, 1, 1, 1]
+    eval0, eval1 = ({p for c in read_jsonl(tmp_path / f"rank{r}.jsonl") if len(c) != 16 for p in c} for r in (0, 1))
+    assert len(eval0) == 4 and len(eval1) == 3 and not eval0 & eval1  # its own slice: 4 + 3 distinct prompts
 
     from safetensors import safe_open
 
@@ -438,7 +466,8 @@ def test_yaml_config_with_value_model_and_ppo_settings(tmp_path):
                       f"value_model_path: {value_dir}\nnum_ppo_epochs: 1\nresponse_length: 2\n"
                       "missing_eos_penalty: 1.0\nkl_coef: 0.5\nactivation_checkpointing: true\n")
     launcher, env, spy = spied(tmp_path)
-    run_script(SCRIPT, "--config", config, "--kl_coef", 0.2, cwd=tmp_path, launcher=launcher, env=env)
+    proc = run_script(SCRIPT, "--config", config, "--kl_coef", 0.2, cwd=tmp_path, launcher=launcher, env=env)
+    assert_no_preventable_warnings(proc.stdout + proc.stderr)  # checkpointing on, one minibatch of one epoch
 
     assert spied_calls(spy, "AutoModelForSequenceClassification.from_pretrained") == [str(value_dir)]
     # trl 1.12's PPOTrainer ignores the flag; the script turns it on for the two models that train (and TRL turns

@@ -89,10 +89,30 @@ def test_grpo_bos_tokenizer_and_a_reward_model_with_its_own_tokenizer(tmp_path, 
     assert all(isinstance(r["qwen2-rm"], float) for r in rows)
     assert proc.stdout.count("WARNING: reward 'none' returned None for every completion") == 1
 
+    # The evaluation scores with the reward model as GRPOTrainer does (prompt + completion as text, in the reward
+    # model's tokenizer, no special tokens added, the logit of its one label), and its means are of those scores
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    rm = AutoModelForSequenceClassification.from_pretrained(models["qwen-rm"]).eval()
+    rm_tokenizer = AutoTokenizer.from_pretrained(models["qwen-rm"])
     report = json.loads((tmp_path / "out" / "eval.json").read_text())
     for when in ("before", "after"):
         assert set(report[when]["qwen2-rm"]) == {"mean_reward", "greedy_reward"}
         assert set(report[when]["accuracy"]) >= {"pass@1", "pass@2", "maj@2", "greedy_accuracy"}
+        per_prompt = report[f"{when}_per_prompt"]
+        assert len(per_prompt) == 8
+        texts = [(p["prompt"] + c, r) for p in per_prompt
+                 for c, r in [*zip(p["completions"], p["rewards"]["qwen2-rm"]),
+                              (p["greedy_completion"], p["greedy"]["qwen2-rm"])]]
+        with torch.inference_mode():
+            expected = [rm(**rm_tokenizer(text=t, return_tensors="pt", add_special_tokens=False)).logits[0, 0].item()
+                        for t, _ in texts]
+        assert [r for _, r in texts] == pytest.approx(expected, abs=1e-4)
+        sampled = [r for p in per_prompt for r in p["rewards"]["qwen2-rm"]]
+        assert report[when]["qwen2-rm"]["mean_reward"] == pytest.approx(sum(sampled) / len(sampled))
+        assert report[when]["qwen2-rm"]["greedy_reward"] == pytest.approx(
+            sum(p["greedy"]["qwen2-rm"] for p in per_prompt) / 8)
 
 
 def test_grpo_rejects_a_reward_model_that_is_not_a_classifier(tmp_path, models):
