@@ -50,7 +50,7 @@ GRPO_COMPLETIONS_PER_STEP = 16  # the script's tuned per_device_train_batch_size
 PPO_COMPLETIONS_PER_UPDATE = 64  # the script's tuned per_device_train_batch_size: one completion per prompt
 FULL = dict(budgets=[1280, 2560, 5120], seeds=[1, 2, 3, 4, 5], sweep_seeds=[101, 102], lrs=[1e-4, 3e-4, 1e-3],
             groups=[4, 8, 16], iterations=[1, 4], eval_num_samples=16)
-QUICK = dict(budgets=[64, 128], seeds=[1, 2], sweep_seeds=[101], lrs=[3e-4, 1e-3], groups=[4, 8], iterations=[1, 2],
+QUICK = dict(budgets=[64], seeds=[1, 2], sweep_seeds=[101], lrs=[3e-4, 1e-3], groups=[4, 8], iterations=[1, 2],
              eval_num_samples=2)
 
 

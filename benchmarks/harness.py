@@ -31,14 +31,15 @@ def repo_relative(path: Path) -> str:
     return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
-def run_logged(cmd: list[str], log_path: Path) -> float:
-    """Run `cmd` from the repo root with ONE_THREAD_OFFLINE, its output in `log_path`; return its peak RSS in MiB.
+def run_logged(cmd: list[str], log_path: Path, threads: int = 1) -> float:
+    """Run `cmd` from the repo root offline with `threads` torch threads (ONE_THREAD_OFFLINE by default), its output in
+    `log_path`; return its peak RSS in MiB.
 
     The peak is the run's own (os.wait4's rusage, ru_maxrss), not that of other runs going on beside it.
     """
+    env = {**os.environ, **ONE_THREAD_OFFLINE, "OMP_NUM_THREADS": str(threads)}
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **ONE_THREAD_OFFLINE}, stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{shlex.join(cmd)} exited with {os.waitstatus_to_exitcode(status)}; see {log_path}")
@@ -122,3 +123,22 @@ def machine() -> str:
 
     return (f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), torch {torch.__version__}, "
             f"{torch.get_num_threads()} torch threads, {time.strftime('%Y-%m-%d')}")
+
+
+def matmul_gflops(threads: int = 0, size: int = 2048, repeats: int = 10) -> float:
+    """This machine's fp32 matrix-multiply rate in GFLOP/s, with `threads` torch threads (0: torch's default), measured
+    now: the yardstick for every time a benchmark reports, since machines here differ by 2.5x in it."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    for _ in range(2):  # warm up
+        a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    seconds = time.perf_counter() - start
+    torch.set_num_threads(before)
+    return 2 * size**3 * repeats / seconds / 1e9

@@ -16,6 +16,13 @@ runner adds them from the outside, the same way for every script it runs, withou
     so the time a script's own callbacks take is measured inside the run that pays it, and the time and the process's
     peak RSS so far (`ru_maxrss`) when training begins and ends.
 
+  - a count of the matrix-multiply FLOPs of every `torch.nn.Linear` call (LoRA's base layers and adapters included):
+    2 x rows x in x out for the forward, and when gradients are on, as much again for the input's gradient and, for
+    a weight that trains, once more for the weight's. It is kept as a running total, read at each log (`flops_at_log`:
+    [time.time(), forward, backward]), so a step's FLOPs against its time, next to the machine's matmul rate, say how
+    close the step comes to what the CPU can do. Attention's own products (QK^T, AV) are not counted: at the lengths
+    the benchmarks use they are under 3% of a Llama's FLOPs.
+
 The record is written as JSON to $BENCH_RECORD when training ends, and again at exit (with `t_exit`).
 The script runs as `__main__` with its own folder first on sys.path, as `python SCRIPT` would put it.
 """
@@ -30,6 +37,7 @@ import time
 
 T_RUNNER_START = time.time()
 
+import torch  # noqa: E402
 from transformers import Trainer, TrainerCallback  # noqa: E402
 from transformers.trainer_callback import CallbackHandler  # noqa: E402
 from trl.extras import profiling  # noqa: E402
@@ -43,7 +51,9 @@ RECORD = {
     "callbacks": {},  # {step: {callback class: seconds spent in its event methods during that step}}
     "args": None,
     "model": None,
+    "flops_at_log": [],  # [time.time(), forward FLOPs so far, backward FLOPs so far] at each on_log
 }
+FLOPS = {"forward": 0, "backward": 0}
 _current_step = [0]
 
 
@@ -84,6 +94,19 @@ class StepClock(TrainerCallback):
         RECORD["logs"].append({"step": state.global_step, **(logs or {})})
 
 
+_linear_forward = torch.nn.Linear.forward
+
+
+def counted_linear_forward(self, input):
+    flops = 2 * (input.numel() // self.in_features) * self.in_features * self.out_features
+    FLOPS["forward"] += flops
+    if torch.is_grad_enabled():  # the backward: the input's gradient, and the weight's when it trains
+        FLOPS["backward"] += flops * (2 if self.weight.requires_grad else 1)
+    return _linear_forward(self, input)
+
+
+torch.nn.Linear.forward = counted_linear_forward
+
 _original_train = Trainer.train
 
 
@@ -108,6 +131,8 @@ profiling.ProfilingContext._log_metrics = log_metrics_and_record
 def call_event_timed(self, event, args, state, control, **kwargs):
     # transformers' CallbackHandler.call_event, with a clock around each callback. The start and end of training
     # are recorded here rather than in StepClock, since trainers that override train() (PPOTrainer) still send them.
+    if event == "on_log":
+        RECORD["flops_at_log"].append([time.time(), FLOPS["forward"], FLOPS["backward"]])
     if event in ("on_train_begin", "on_train_end"):
         phase = event.removeprefix("on_train_")
         RECORD[f"t_train_{phase}"] = time.time()
