@@ -531,15 +531,16 @@ def split_assert(test: str) -> Check | None:
     """How one assert is graded: a `Check` the trainer makes on plain values, or None for an assert run as it is in
     the sandbox. In the trainer: a comparison (or chain) with a literal on one side, `==`, `!=`, `<`, `<=`, `>`,
     `>=`, `in`, `not in`, `is` (`is True`, `is None`, ...), each either way round; bare truthiness (`assert f(x)`);
-    and `not` of either. In the sandbox: comparisons of two computed values (`f(x) == g(y)`), and `and` / `or`.
+    and `not` of either. In the sandbox: comparisons of two computed values (`f(x) == g(y)`), `and` / `or`, and
+    asserts with nothing computed (`assert True`), which pass only if the code ran to its end.
 
     >>> check = split_assert("assert add(1, 2) == 3, 'sum'")
     >>> check.expressions, check.literals, ast.unparse(check.test)
     (('add(1, 2)',), (3,), '_v0 == _c0')
     >>> [ast.unparse(split_assert(t).test) for t in ["assert f(0) is True", "assert not f(0)", "assert 0 < f(1) < 9"]]
     ['_v0 is _c0', 'not _v0', '_c0 < _v0 < _c1']
-    >>> split_assert("assert f(0) == g(0)"), split_assert("assert f(0) and f(1)")
-    (None, None)
+    >>> split_assert("assert f(0) == g(0)"), split_assert("assert f(0) and f(1)"), split_assert("assert 1 < 2")
+    (None, None, None)
     """
     try:
         [node] = ast.parse(test).body
@@ -571,6 +572,8 @@ def split_assert(test: str) -> Check | None:
         return None
     else:
         checked = operand(condition)
+    if not expressions:  # `assert True`: nothing to compute, but it must still pass only if the code ran to its end
+        return None
     return Check(tuple(expressions), tuple(literals), ast.UnaryOp(ast.Not(), checked) if negated else checked)
 
 
