@@ -138,10 +138,10 @@ def device_defaults() -> dict:
     which saves GPU memory by running each layer's forward twice. With no CUDA device we train on CPU in fp32
     (`use_cpu=True` also makes `accelerate launch --multi_gpu` use gloo) and keep the activations: recomputing them
     cost SmolLM2-135M 21% per GRPO step and 15% per PPO update (BENCHMARKS.md, section 9d) for 0.5 GB of memory,
-    which a CPU machine does not miss. TRL sets its default under the old name, `gradient_checkpointing`, which makes transformers warn on
-    every run that it is deprecated; here that default is None, and `parse_args` sets activation checkpointing
-    after parsing (on a GPU, off on a CPU) unless a flag or a YAML key names either name. Every default here can be
-    overridden by a flag or a `--config` YAML.
+    which a CPU machine does not miss. TRL sets its default under the old name, `gradient_checkpointing`, which
+    makes transformers warn on every run that the name is deprecated; here that default is None, and `parse_args`
+    sets activation checkpointing after parsing (on a GPU, off on a CPU) unless a flag or a YAML key names either
+    name. Every default here can be overridden by a flag or a `--config` YAML.
     """
     defaults = {"gradient_checkpointing": None}  # neither name set: parse_args decides
     if torch.cuda.is_available():
