@@ -7,12 +7,12 @@ Each row is a one-turn conversation and its gold answer, which the `accuracy` re
     {"prompt": [{"role": "user", "content": "What is 12 + 13? Reply with just the number."}], "answer": "25"}
 
 Why this task: SmolLM2-135M-Instruct (assets/convert_gguf.py) is right on it some of the time, so both algorithms have
-signal from the first step. Measured on 32 prompts x 4 samples of 16 tokens (BENCHMARKS.md, "A real model on CPU"):
-sampled at temperature 0.7 it is right 0.30 of the time, with 19 of 32 prompts right on some samples and wrong on
+signal from the first step. Measured by benchmarks/task_baselines.py (BENCHMARKS.md, 9a) on 32 prompts x 4 samples
+of 16 tokens at temperature 0.7: right 0.38 of the time, with 17 of 32 prompts right on some samples and wrong on
 others, which is where GRPO's group baseline has something to compare. Without "Reply with just the number." it
-rambles (0.19); at temperature 1.0 it is right 0.12 of the time; on single-digit sums, subtraction or products it
-is either almost always right when greedy or almost never right when sampled. The chat template adds SmolLM2's default
-system prompt, as it would for a user.
+explains at length (0.27); at temperature 1.0 it is right a third as often; single-digit sums and products are
+mostly right when greedy, two-digit sums rarely right. The recipes add the system prompt "Be brief.", 13 tokens
+shorter than the chat template's default one, for the same accuracy.
 
 The test split holds whole pairs out: when 3 + 4 is a test prompt, neither 3 + 4 nor 4 + 3 is a training prompt, so
 the held-out accuracy measures what the policy learned about adding, not what it remembers. Seeded; instant.
