@@ -240,8 +240,8 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling
     greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, sampling.greedy())
     model.train(was_training)
 
-    mine_scored = [{"index": i, "process": accelerator.process_index, "prompt": prompt, "texts": texts,
-                    "greedy_completion": g[0], "rewards": {}, "greedy": {}}
+    mine_scored = [{"index": i, "prompt": prompt, "process": accelerator.process_index, "completions": texts,
+                    "rewards": {}, "greedy_completion": g[0], "greedy": {}}
                    for i, prompt, texts, g in zip(mine, rows["prompt"], sampled, greedy)]
     for func in reward_funcs:
         for entry, rs, g in zip(mine_scored, score(func, rows, sampled, sampled_ids),
@@ -250,12 +250,10 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling
     gathered = {entry["index"]: entry for entry in reversed(gather_object(mine_scored))}  # drop the padding repeats
     entries = [gathered[i] for i in indices]
     if per_prompt is not None:
-        per_prompt += [{"prompt": e["prompt"], "process": e["process"], "completions": e["texts"],
-                        "rewards": e["rewards"], "greedy_completion": e["greedy_completion"], "greedy": e["greedy"]}
-                       for e in entries]
+        per_prompt += [{k: v for k, v in e.items() if k != "index"} for e in entries]
     return {
         func.__name__: metrics_of(func, [e["rewards"][func.__name__] for e in entries],
-                                  [e["greedy"][func.__name__] for e in entries], [e["texts"] for e in entries],
+                                  [e["greedy"][func.__name__] for e in entries], [e["completions"] for e in entries],
                                   num_samples)
         for func in reward_funcs
     }
