@@ -7,10 +7,15 @@ import shutil
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
-import pytest
-import torch
+# No hub: every model and dataset the tests use is in the repo. Set before anything imports huggingface_hub, which
+# reads it once, so that the scripts run in a test's own process (`fails_early`) see it as a subprocess does.
+os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = REPO / "assets" / "tiny-llama-addition"
@@ -78,22 +83,65 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     return proc
 
 
-def fails_early(tmp_path: Path, *args, env: dict | None = None, script: str = "grpo_trl_example.py") -> str:
-    """Run `script` and check it stopped early and cleanly; return its error line.
+class WeightsLoaded(BaseException):
+    """Raised in place of loading a model's weights by an in-process `fails_early` run (a BaseException, so that no
+    `except Exception` in the scripts can swallow it)."""
 
-    Early and clean: exit code 1; the error is one line, `error: ...`, the last of stderr (library warnings may come
-    before it), with no traceback; no model weights were loaded (transformers reports "Loading weights"); and nothing
-    was written to --output_dir.
+
+@pytest.fixture
+def fails_early(capfd, monkeypatch):
+    """`fails_early(tmp_path, *args, env=None, script="grpo_trl_example.py", in_process=True)`: run `script` with
+    `args`, check it stopped early and cleanly, and return its error line.
+
+    Early and clean: the run ends with exit code 1 and one line, `error: ...`, the last of stderr (library warnings
+    may come before it), with no traceback; no model weights were loaded; and nothing was written to --output_dir.
+
+    A run that stops at its option checks spends ~10 s of a ~10.5 s subprocess importing torch, transformers and trl,
+    so by default the script runs in the test's own process, as `python script.py` runs it (`runpy`, `__main__`,
+    sys.argv, the working directory and the environment set; the environment is restored after), with loading any
+    model's weights made an error. `in_process=False` runs it as a real subprocess: tests/test_errors.py does for one
+    case of each script, which shows the exit code and stderr of a real process.
     """
-    out = tmp_path / "out"
-    proc = run_script(script, *args, "--output_dir", out, cwd=tmp_path, env=env, check=False)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    assert lines and lines[-1].startswith("error: "), proc.stderr[-3000:]
-    assert [line for line in lines if "error" in line.lower()] == lines[-1:], "more than one error line"
-    assert "Traceback" not in proc.stderr and "Loading weights" not in proc.stderr + proc.stdout
-    assert not out.exists(), f"{out} was written before the error"
-    return lines[-1]
+    import runpy
+    import transformers
+
+    def refuse_weights(*args, **kwargs):
+        raise WeightsLoaded("the script loaded a model's weights before stopping")
+
+    def run(tmp_path: Path, *args, env: dict | None = None, script: str = "grpo_trl_example.py",
+            in_process: bool = True) -> str:
+        out = tmp_path / "out"
+        if not in_process:
+            proc = run_script(script, *args, "--output_dir", out, cwd=tmp_path, env=env, check=False)
+            returncode, stderr = proc.returncode, proc.stderr
+            assert "Loading weights" not in proc.stderr + proc.stdout
+        else:
+            environ = dict(os.environ)
+            monkeypatch.chdir(tmp_path)
+            monkeypatch.setattr(sys, "argv", [str(REPO / script), *map(str, args), "--output_dir", str(out)])
+            monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained", refuse_weights)
+            os.environ.update(env or {})
+            if env and "PYTHONPATH" in env:
+                monkeypatch.syspath_prepend(env["PYTHONPATH"])
+            try:
+                with warnings.catch_warnings():  # the scripts' warning filters stay in the run
+                    runpy.run_path(str(REPO / script), run_name="__main__")
+                returncode, message = 0, ""
+            except SystemExit as stop:  # what Python does with it: a string is printed to stderr, and exits 1
+                returncode, message = (1, f"{stop.code}\n") if isinstance(stop.code, str) else (stop.code, "")
+            finally:
+                os.environ.clear()
+                os.environ.update(environ)
+            stderr = capfd.readouterr().err + message
+        lines = stderr.strip().splitlines()
+        assert returncode == 1, stderr[-3000:]
+        assert lines and lines[-1].startswith("error: "), stderr[-3000:]
+        assert [line for line in lines if "error" in line.lower()] == lines[-1:], "more than one error line"
+        assert "Traceback" not in stderr
+        assert not out.exists(), f"{out} was written before the error"
+        return lines[-1]
+
+    return run
 
 
 def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = True) -> None:

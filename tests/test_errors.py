@@ -1,7 +1,7 @@
 """Bad input gets one clear sentence, early, naming the problem and what would be valid."""
 
 import pytest
-from conftest import ADDITION, fails_early, run_script, write_jsonl
+from conftest import ADDITION, run_script, write_jsonl
 
 SCRIPT = "grpo_trl_example.py"
 TINY = ["--max_steps", 2, "--logging_steps", 1, "--eval_strategy", "no"]
@@ -14,7 +14,7 @@ def fails_with(tmp_path, *args, env=None):
     return proc.stderr
 
 
-def test_dotted_reward_that_cannot_be_imported(tmp_path):
+def test_dotted_reward_that_cannot_be_imported(tmp_path, fails_early):
     error = fails_early(tmp_path, "--reward_funcs", "no_such_module.fn")
     assert "cannot import reward 'no_such_module.fn' (No module named 'no_such_module')" in error
 
@@ -41,43 +41,43 @@ def test_reward_with_bad_output(tmp_path, returns, message):
     assert message in stderr
 
 
-def test_missing_prompt_column_lists_the_columns(tmp_path):
+def test_missing_prompt_column_lists_the_columns(tmp_path, fails_early):
     error = fails_early(tmp_path, "--dataset_prompt_column", "question")
     assert "no prompt column 'question' in split 'train'" in error and "columns are: prompt, answer" in error
 
 
-def test_empty_dataset(tmp_path):
+def test_empty_dataset(tmp_path, fails_early):
     (tmp_path / "empty.jsonl").write_text("")
     error = fails_early(tmp_path, "--dataset_name", tmp_path / "empty.jsonl")
     assert "empty.jsonl is empty" in error
 
 
-def test_missing_train_split_lists_the_splits(tmp_path):
+def test_missing_train_split_lists_the_splits(tmp_path, fails_early):
     error = fails_early(tmp_path, "--dataset_name", ADDITION, "--dataset_train_split", "training")
     assert "no split 'training'" in error and "its splits are: train, test" in error
 
 
-def test_batch_geometry_suggests_valid_sizes(tmp_path):
+def test_batch_geometry_suggests_valid_sizes(tmp_path, fails_early):
     error = fails_early(tmp_path, "--per_device_train_batch_size", 12, "--num_generations", 8)
     assert "must be divisible by num_generations (8)" in error
     assert "--per_device_train_batch_size 8 or 16" in error
 
 
-def test_model_path_that_is_not_a_directory(tmp_path):
+def test_model_path_that_is_not_a_directory(tmp_path, fails_early):
     error = fails_early(tmp_path, "--model_name_or_path", "./no-such-model")
     assert error.startswith("error: --model_name_or_path ./no-such-model: no such directory")
 
 
-def test_hub_id_while_offline(tmp_path):
-    error = fails_early(tmp_path, "--model_name_or_path", "some-org/some-model")  # run_script sets HF_HUB_OFFLINE=1
+def test_hub_id_while_offline(tmp_path, fails_early):
+    error = fails_early(tmp_path, "--model_name_or_path", "some-org/some-model")  # fails_early sets HF_HUB_OFFLINE=1
     assert "is not a local directory, and the hub is offline (HF_HUB_OFFLINE=1)" in error
 
 
-def test_missing_gold_column_stops_before_any_model_loads(tmp_path, addition_rows):
+def test_missing_gold_column_stops_before_any_model_loads(tmp_path, addition_rows, fails_early):
     """`accuracy` on data whose gold column is not `answer`: one sentence naming the columns there and the flag that
     maps one, before any model loads (without the check the reward is None for every sample and nothing is learned)."""
     data = write_jsonl(tmp_path / "gold.jsonl", [{"prompt": r["prompt"], "gold": r["answer"]} for r in addition_rows])
-    error = fails_early(tmp_path, "--dataset_name", data)
+    error = fails_early(tmp_path, "--dataset_name", data, in_process=False)  # a real process: its exit code, stderr
     assert error == ("error: reward 'accuracy' needs a column 'answer' or 'solution', and "
                      f"{data} has: prompt, gold; map yours onto it with --dataset_answer_column <column>")
 
@@ -91,20 +91,20 @@ def test_missing_gold_column_stops_before_any_model_loads(tmp_path, addition_row
     (["--reward_funcs", "accuracy", "overlong", "--reward_options", "overlong.bufer=0.5"],
      "error: reward option 'overlong.bufer=0.5': 'overlong' has no option 'bufer'; its options: buffer (default 0.25)"),
 ])
-def test_options_that_cannot_work_stop_early(tmp_path, flags, message):
+def test_options_that_cannot_work_stop_early(tmp_path, flags, message, fails_early):
     assert message in fails_early(tmp_path, *flags)
 
 
-def test_ppo_prompt_holding_its_pad_token(tmp_path):
+def test_ppo_prompt_holding_its_pad_token(tmp_path, fails_early):
     """PPO pads with the bundled tokenizer's `<unk>`, which it also writes for a character it does not know: such a
     prompt would lose that token to the padding mask, so the run stops before any weights load."""
     data = write_jsonl(tmp_path / "data.jsonl", [{"prompt": "1+2=" if i else "α+2=", "answer": "3"} for i in range(64)])
-    error = fails_early(tmp_path, "--dataset_name", data, script="ppo_trl_example.py")
+    error = fails_early(tmp_path, "--dataset_name", data, script="ppo_trl_example.py", in_process=False)
     assert error.startswith("error: a prompt holds the pad token '<unk>', which PPO would mask out as padding")
 
 
 @pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
-def test_eval_with_no_prompts(tmp_path, script):
+def test_eval_with_no_prompts(tmp_path, script, fails_early):
     error = fails_early(tmp_path, "--eval_num_samples", 2, "--eval_max_prompts", 0, script=script)
     assert error == ("error: --eval_max_prompts 0 leaves no prompt to evaluate: set it to 1 or more, or turn the "
                      "evaluation off with --eval_num_samples 0")

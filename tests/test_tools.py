@@ -8,7 +8,7 @@ import shutil
 import time
 
 import pytest
-from conftest import (ADDITION, REPO, TINY_MODEL, accelerate_ddp, assert_summary_means, ddp_flags, fails_early,
+from conftest import (ADDITION, REPO, TINY_MODEL, accelerate_ddp, assert_summary_means, ddp_flags, 
                       read_jsonl, run_script)
 
 import code_sandbox
@@ -220,7 +220,8 @@ def unparsable_tool_model(tmp_path_factory):
                                                       "generates each completion in one turn"),
     ("ppo_trl_example.py", ["--environment_factory", "notebook"], "error: --environment_factory is not supported"),
 ])
-def test_tool_errors_stop_the_run_with_one_line(script, args, message, unparsable_tool_model, tmp_path):
+def test_tool_errors_stop_the_run_with_one_line(script, args, message, unparsable_tool_model, tmp_path,
+                                                fails_early):
     """Each mistake stops the run before any weights load, with one line that says what to do."""
     if script == "grpo_trl_example.py" and "--model_name_or_path" not in args:
         args = ["--model_name_or_path", TOOL_MODEL, "--dataset_name", TOOL_TASK, *args]
