@@ -386,6 +386,14 @@ class RunRecorder(TrainerCallback):
             if name == "metrics.jsonl":
                 self.history = kept
 
+    def on_step_end(self, args, state, control, **kwargs):
+        """Log the last step, whatever --logging_steps says: a run shorter than one logging interval, or one that
+        ends between two, still records its final reward and completions (transformers logs only every
+        `logging_steps`, so a 6-step run with logging_steps 10 would log nothing)."""
+        if state.global_step >= state.max_steps:
+            control.should_log = True
+        return control
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs or "train_runtime" in logs:
             return  # the final log (train_runtime, train_loss) goes to summary.json instead
@@ -577,7 +585,7 @@ def plot_training(history: list[dict], reward_keys: list[str], path: Path, title
     panels = [(key.removeprefix("rewards/").removesuffix("/mean"), [key]) for key in reward_keys] + TRAINING_PANELS
     panels = [(name, [k for k in keys if any(h.get(k) is not None for h in history)]) for name, keys in panels]
     panels = [(name, keys) for name, keys in panels if keys]
-    if not panels:  # nothing logged yet (max_steps < logging_steps)
+    if not panels:  # nothing logged yet (stopped before its first step)
         return
     fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.2 * len(panels)), sharex=True, squeeze=False)
     for ax, (name, keys) in zip(axes[:, 0], panels):
