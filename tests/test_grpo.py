@@ -321,7 +321,8 @@ def test_the_last_step_is_logged_whatever_logging_steps_says(tmp_path):
 @pytest.mark.parametrize("max_steps, logging_steps, logged", [(6, 10, [6]), (7, 3, [3, 6, 7]), (6, 3, [3, 6])])
 def test_run_recorder_logs_the_last_step(tmp_path, max_steps, logging_steps, logged):
     """The rule, with transformers' own flow callback deciding the other logging steps, as in a run: shorter than
-    one logging interval (the issue's 6 steps with logging_steps 10), ending between two, ending on one."""
+    one logging interval (6 steps with logging_steps 10 used to log nothing and print nan), ending between two,
+    ending on one."""
     from transformers import TrainerControl, TrainerState, TrainingArguments
     from transformers.trainer_callback import DefaultFlowCallback
 
