@@ -100,7 +100,8 @@ def fails_early(capfd, monkeypatch):
     so by default the script runs in the test's own process, as `python script.py` runs it (`runpy`, `__main__`,
     sys.argv, the working directory and the environment set; the environment is restored after), with loading any
     model's weights made an error. `in_process=False` runs it as a real subprocess: tests/test_errors.py does for one
-    case of each script, which shows the exit code and stderr of a real process.
+    case of each script, which shows the exit code and stderr of a real process. `keep_stdout=True` leaves an
+    in-process run's stdout in `capfd` for the test to read.
     """
     import runpy
     import transformers
@@ -109,7 +110,7 @@ def fails_early(capfd, monkeypatch):
         raise WeightsLoaded("the script loaded a model's weights before stopping")
 
     def run(tmp_path: Path, *args, env: dict | None = None, script: str = "grpo_trl_example.py",
-            in_process: bool = True) -> str:
+            in_process: bool = True, keep_stdout: bool = False) -> str:
         out = tmp_path / "out"
         if not in_process:
             proc = run_script(script, *args, "--output_dir", out, cwd=tmp_path, env=env, check=False)
@@ -132,7 +133,10 @@ def fails_early(capfd, monkeypatch):
             finally:
                 os.environ.clear()
                 os.environ.update(environ)
-            stderr = capfd.readouterr().err + message
+            captured = capfd.readouterr()
+            stderr = captured.err + message
+            if keep_stdout:
+                sys.stdout.write(captured.out)
         lines = stderr.strip().splitlines()
         assert returncode == 1, stderr[-3000:]
         assert lines and lines[-1].startswith("error: "), stderr[-3000:]
