@@ -230,6 +230,25 @@ def check_gpu_options(training_args, model_args) -> None:
             raise SystemExit(f"error: {flag} needs the `{package}` package: {install}")
 
 
+def check_launch(training_args, deepspeed_ok: bool = True) -> None:
+    """Stop early, with one clear sentence, when `accelerate launch` asked for a distributed mode that this machine
+    would run as something else. accelerate (1.15) wraps a model in FSDP only on GPUs and other accelerators: on a CPU
+    it runs plain DDP under FSDP's name. And processes on a machine with no GPU that do not run on the CPU's backend
+    (`--use_cpu false`) train one separate model each. DeepSpeed ZeRO-2 and ZeRO-3 do run on a CPU (over gloo).
+    `deepspeed_ok=False`: the script cannot run under DeepSpeed (PPO)."""
+    on_cpu = training_args.use_cpu or not torch.cuda.is_available()
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and on_cpu:
+        raise SystemExit("error: FSDP shards a model across GPUs only: on a CPU accelerate would run plain DDP under "
+                         "FSDP's name; launch with accelerate_configs/zero3.yaml to shard it on a CPU, or ddp.yaml")
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true" and not deepspeed_ok:
+        raise SystemExit("error: PPO does not run under DeepSpeed here: trl 1.12's PPOTrainer fails when it saves (it "
+                         "hands transformers the policy as the DeepSpeed engine), and ZeRO-3 cannot wrap the reward "
+                         "functions' adapter, which has no parameters; launch with accelerate_configs/ddp.yaml")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available() and not training_args.use_cpu:
+        raise SystemExit(f"error: {os.environ['WORLD_SIZE']} processes on a machine with no GPU would each train a "
+                         "model of their own: drop --use_cpu false (on a CPU they talk over gloo)")
+
+
 def warn_if_tuned_defaults_kept(tiny_model: str, model_path: str, tuned: dict, training_args) -> None:
     """Warn when a run on another model than the bundled tiny one (`tiny_model`) keeps settings tuned for it.
 
@@ -484,6 +503,51 @@ def mean_reward_first_last(history: list[dict], key: str = "reward", fraction: f
     return sum(values[:k]) / k, sum(values[-k:]) / k
 
 
+def distributed_mode(trainer) -> dict:
+    """How the run is spread over processes, as accelerate set it up rather than as the launch config asked: the mode
+    (single process, DDP, FSDP1/FSDP2, DeepSpeed ZeRO-<stage>), the number of processes, the device and the backend.
+    """
+    from accelerate.utils import DistributedType
+
+    accelerator, state = trainer.accelerator, trainer.accelerator.state
+    if state.distributed_type == DistributedType.FSDP:
+        mode = f"FSDP{state.fsdp_plugin.fsdp_version}"
+    elif state.distributed_type == DistributedType.DEEPSPEED:
+        mode = f"DeepSpeed ZeRO-{state.deepspeed_plugin.zero_stage}"
+    else:
+        mode = "DDP" if accelerator.num_processes > 1 else "single process"
+    return {"mode": mode, "processes": accelerator.num_processes, "device": accelerator.device.type,
+            "backend": state.backend}
+
+
+def describe(mode: dict) -> str:
+    """>>> describe({"mode": "DDP", "processes": 2, "device": "cpu", "backend": "gloo"})
+    'DDP, 2 processes on cpu (gloo)'
+    """
+    processes = f"{mode['processes']} process{'es' if mode['processes'] > 1 else ''}"
+    return f"{mode['mode']}, {processes} on {mode['device']}" + (f" ({mode['backend']})" if mode["backend"] else "")
+
+
+def print_distributed_mode(trainer) -> None:
+    """Say, before training, how the run is spread over processes (main process only)."""
+    if trainer.accelerator.is_main_process:
+        print(f"distributed: {describe(distributed_mode(trainer))}", flush=True)
+
+
+def held_parameters(trainer) -> list[int]:
+    """The number of parameters (elements) of the trained model (PPO: policy and value model) stored on each process,
+    gathered from all of them (call it on every process): the whole model under DDP or one process, about 1/N of it
+    each where FSDP or ZeRO-3 shards it."""
+    def local(p):
+        if hasattr(p, "ds_tensor"):  # DeepSpeed ZeRO-3: this process's partition
+            return p.ds_tensor.numel()
+        return p.to_local().numel() if hasattr(p, "to_local") else p.numel()  # FSDP2: a DTensor's local shard
+
+    model = getattr(trainer, "model_wrapped", trainer.model)  # PPOTrainer keeps the prepared model (policy and value)
+    held = torch.tensor([sum(local(p) for p in model.parameters())], device=trainer.accelerator.device)
+    return trainer.accelerator.gather(held).tolist()
+
+
 def library_versions() -> dict:
     import accelerate
     import datasets
@@ -601,7 +665,9 @@ def plot_training(history: list[dict], reward_keys: list[str], path: Path, title
 
 
 def write_summary(trainer, recorder: RunRecorder, train_output, script_args, training_args, model_args, title: str):
-    """Write summary.json and the plots, and print where everything went. Main process only."""
+    """Write summary.json and the plots, and print where everything went. Call it on every process: the parameters
+    each one holds are gathered first; the rest is the main process's."""
+    held = held_parameters(trainer)
     if not trainer.accelerator.is_main_process:
         return
     out = Path(training_args.output_dir)
@@ -615,6 +681,7 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
         "model_args": asdict(model_args),
         "versions": library_versions(),
         "world_size": trainer.accelerator.num_processes,
+        "distributed": {**distributed_mode(trainer), "held_parameters": held},
         "global_step": trainer.state.global_step,
         "train_runtime": train_output.metrics.get("train_runtime"),
         "reward_first_20pct": first,
@@ -633,7 +700,7 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
 
     print(
         f"\n{title}: {trainer.state.global_step} steps in {summary['train_runtime']:.1f}s "
-        f"on {summary['world_size']} process(es)\n"
+        f"({describe(summary['distributed'])})\n"
         f"  mean reward, first 20% of logged steps: {first:.3f}\n"
         f"  mean reward, last 20% of logged steps:  {last:.3f}\n"
         + "".join(f"  {key}, first -> last 20%: {a:.3f} -> {b:.3f}\n"

@@ -65,6 +65,7 @@ from common import (
     NoSignalWatchdog,
     RunRecorder,
     check_gpu_options,
+    check_launch,
     check_model_path,
     check_reward_columns,
     check_reward_model,
@@ -73,6 +74,7 @@ from common import (
     load_prompt_dataset,
     options_set,
     parse_args,
+    print_distributed_mode,
     resolve_checkpoint,
     warn_if_tuned_defaults_kept,
     write_summary,
@@ -370,6 +372,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
             trainer.accelerator, training_args.output_dir,
         ))
 
+    print_distributed_mode(trainer)
     train_output = trainer.train(resume_from_checkpoint=checkpoint)
 
     ################
@@ -447,6 +450,7 @@ if __name__ == "__main__":
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
     configure_tracking(training_args)
     check_gpu_options(training_args, model_args)
+    check_launch(training_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     for path in script_args.reward_model_name_or_path:
         check_reward_model(path, "--reward_model_name_or_path", training_args.trust_remote_code)

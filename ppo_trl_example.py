@@ -78,6 +78,7 @@ from trl.models import unwrap_model_for_generation
 from common import (
     NoSignalWatchdog,
     RunRecorder,
+    check_launch,
     check_model_path,
     check_reward_columns,
     check_reward_model,
@@ -85,6 +86,7 @@ from common import (
     device_defaults,
     load_prompt_dataset,
     parse_args,
+    print_distributed_mode,
     warn_if_tuned_defaults_kept,
     write_summary,
 )
@@ -705,6 +707,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
             policy_for_generation, trainer.accelerator, training_args.output_dir,
         ))
 
+    print_distributed_mode(trainer)
     start = time.perf_counter()
     trainer.train()  # PPOTrainer.train returns nothing and cannot resume from a checkpoint
     train_output = TrainOutput(trainer.state.global_step, None, {"train_runtime": time.perf_counter() - start})
@@ -727,6 +730,7 @@ if __name__ == "__main__":
     parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **{**device_defaults(), "bf16": False})
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
     configure_tracking(training_args)
+    check_launch(training_args, deepspeed_ok=False)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts)
     policy_path = training_args.sft_model_path or model_args.model_name_or_path  # the model that trains

@@ -153,6 +153,8 @@ def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = T
     metrics.jsonl, both plots, the printed summary. `bf16_on_gpu`: the script's precision default on a GPU."""
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 1 and summary["global_step"] == steps and summary["train_runtime"] > 0
+    assert summary["distributed"]["mode"] == "single process" and len(summary["distributed"]["held_parameters"]) == 1
+    assert f"distributed: single process, 1 process on {'cuda' if torch.cuda.is_available() else 'cpu'}" in stdout
     assert summary["versions"]["trl"] == "1.12.0"
     assert summary["script_args"]["reward_funcs"] == ["accuracy"]
     # the device defaults: CPU and fp32 without a GPU; with one, the GPU, in bf16 where it has it

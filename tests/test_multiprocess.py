@@ -1,14 +1,19 @@
 """Two processes under `accelerate launch --config_file accelerate_configs/ddp.yaml` on CPU (gloo): on one machine,
 and as two "machines" (the README's multi-node command, both nodes on 127.0.0.1)."""
 
+import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 
 import pytest
-from conftest import (RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, accelerate_ddp, ddp_flags, free_port, read_jsonl,
-                      run_script)
+import torch
+from conftest import (RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, TINY_MODEL, accelerate_ddp, ddp_flags, free_port,
+                      read_jsonl, run_script)
+
+TINY_PARAMS = 424_800  # the bundled model's parameters (its embedding and output layer are tied: counted once)
 
 
 def test_grpo_two_processes(tmp_path):
@@ -23,6 +28,10 @@ def test_grpo_two_processes(tmp_path):
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["global_step"] == steps
+    # the run names the mode accelerate set up, and each process held the whole model (DDP replicates it)
+    device = "cpu (gloo)" if ddp_flags(2) else "cuda (nccl)"
+    assert proc.stdout.count(f"distributed: DDP, 2 processes on {device}") == 1
+    assert summary["distributed"]["mode"] == "DDP" and summary["distributed"]["held_parameters"] == [TINY_PARAMS] * 2
 
     # outputs are written once, by the main process, and are complete
     assert proc.stdout.count("GRPO: 3 steps") == 1
@@ -82,3 +91,101 @@ def test_grpo_two_machines(tmp_path):
         sum(sum(p["rewards"]["accuracy"]) for p in report["before_per_prompt"]) / 14)
     assert [stdout.count("held-out evaluation") for stdout, _ in outputs] == [1, 0]
     assert not (tmp_path / "machine0" / "out").exists() and not (tmp_path / "machine1" / "out").exists()
+
+
+def launch(config: str, num_processes: int = 2) -> list[str]:
+    """`accelerate launch` with one of accelerate_configs/, in fp32 (the configs ask for bf16, a GPU setting)."""
+    return ["-m", "accelerate.commands.launch", "--config_file", str(REPO / "accelerate_configs" / f"{config}.yaml"),
+            "--num_processes", str(num_processes), "--main_process_port", str(free_port()), "--mixed_precision", "no"]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="checks the refusals on a machine without 2 GPUs")
+@pytest.mark.parametrize("script, config, flags, message", [
+    ("grpo_trl_example.py", "fsdp", [], "error: FSDP shards a model across GPUs only: on a CPU accelerate would run "
+                                        "plain DDP under FSDP's name"),
+    ("grpo_trl_example.py", "ddp", ["--use_cpu", "false"], "error: 2 processes on a machine with no GPU would each "
+                                                           "train a model of their own"),
+])
+def test_launches_that_would_run_as_something_else_stop(tmp_path, script, config, flags, message):
+    """FSDP on CPUs (accelerate makes it plain DDP there) and processes that would not talk to each other stop
+    before any weights load, with one line, rather than running under a name that is not theirs."""
+    if config == "ddp" and torch.cuda.is_available():
+        pytest.skip("a GPU machine runs the processes on its GPU")
+    proc = run_script(script, *flags, "--output_dir", tmp_path / "out", cwd=tmp_path, launcher=launch(config),
+                      check=False)
+    assert proc.returncode != 0 and proc.stderr.count(message) == 2  # each process says it, and stops
+    assert "Loading weights" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_ppo_under_deepspeed_stops(tmp_path, fails_early, monkeypatch):
+    """trl 1.12's PPOTrainer cannot run under DeepSpeed (it fails when it saves): it stops before anything loads.
+    `accelerate launch` with a DeepSpeed config says so to the script in ACCELERATE_USE_DEEPSPEED."""
+    error = fails_early(tmp_path, script="ppo_trl_example.py", env={"ACCELERATE_USE_DEEPSPEED": "true"})
+    assert error.startswith("error: PPO does not run under DeepSpeed here")
+
+
+deepspeed = pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None and not os.environ.get("CI"),
+    reason="needs deepspeed: pip install --no-build-isolation deepspeed==0.19.8 (README, Install); not skipped in CI")
+
+
+@deepspeed
+def test_grpo_under_deepspeed_zero3_shards_and_learns_as_one_process(tmp_path):
+    """ZeRO-3 on 2 CPU processes (gloo): the run names it, each process holds half of the parameters, the saved model
+    reloads as an ordinary checkpoint and has moved, and its reward curve matches one process with the same seed and
+    global batch (32 completions a step): the mean reward over its 10 steps within 0.12 of one process's, where 5 seeds
+    differed by at most 0.069 (BENCHMARKS.md, section 10)."""
+    flags = ["--max_steps", 10, "--logging_steps", 1, "--eval_strategy", "no", "--seed", 1]
+    zero3, one = tmp_path / "zero3", tmp_path / "one"
+    proc = run_script("grpo_trl_example.py", *flags, "--output_dir", zero3, cwd=tmp_path, launcher=launch("zero3"))
+    run_script("grpo_trl_example.py", *flags, "--per_device_train_batch_size", 32, "--save_strategy", "no",
+               "--output_dir", one, cwd=tmp_path)
+
+    assert proc.stdout.count("distributed: DeepSpeed ZeRO-3, 2 processes on cpu (gloo)") == 1
+    distributed = json.loads((zero3 / "summary.json").read_text())["distributed"]
+    assert distributed["mode"] == "DeepSpeed ZeRO-3" and distributed["held_parameters"] == [TINY_PARAMS // 2] * 2
+    assert json.loads((one / "summary.json").read_text())["distributed"]["held_parameters"] == [TINY_PARAMS]
+
+    assert_reloads_as_the_tiny_model(zero3)  # gathered from both processes, not one's shard
+
+    rewards = {run: [m["reward"] for m in read_jsonl(run / "metrics.jsonl")] for run in (zero3, one)}
+    assert len(rewards[zero3]) == len(rewards[one]) == 10
+    assert abs(statistics.mean(rewards[zero3]) - statistics.mean(rewards[one])) <= 0.12
+
+
+@deepspeed
+def test_grpo_under_deepspeed_zero2(tmp_path):
+    """ZeRO-2 shards gradients and optimizer state, not the parameters: each process holds the whole model."""
+    out = tmp_path / "out"
+    proc = run_script("grpo_trl_example.py", "--max_steps", 2, "--logging_steps", 1, "--eval_strategy", "no",
+                      "--output_dir", out, cwd=tmp_path, launcher=launch("zero2"))
+    assert proc.stdout.count("distributed: DeepSpeed ZeRO-2, 2 processes on cpu (gloo)") == 1
+    distributed = json.loads((out / "summary.json").read_text())["distributed"]
+    assert distributed["mode"] == "DeepSpeed ZeRO-2" and distributed["held_parameters"] == [TINY_PARAMS] * 2
+    assert_reloads_as_the_tiny_model(out)
+
+
+def assert_reloads_as_the_tiny_model(out):
+    """The saved model loads as an ordinary checkpoint of the bundled model's architecture, and has moved."""
+    from transformers import AutoModelForCausalLM
+
+    saved, start = (AutoModelForCausalLM.from_pretrained(path).state_dict() for path in (out, TINY_MODEL))
+    assert {k: v.shape for k, v in saved.items()} == {k: v.shape for k, v in start.items()}
+    assert any(not torch.equal(saved[k], start[k]) for k in start if ".layers." in k)
+
+
+@pytest.mark.parametrize("config, expected", [
+    ("ddp", {"distributed_type": "MULTI_GPU"}),
+    ("fsdp", {"distributed_type": "FSDP", "fsdp_config": {"fsdp_version": 2}}),
+    ("zero2", {"distributed_type": "DEEPSPEED", "deepspeed_config": {"zero_stage": 2}}),
+    ("zero3", {"distributed_type": "DEEPSPEED", "deepspeed_config": {"zero_stage": 3}}),
+])
+def test_each_config_loads_through_accelerates_parser(config, expected):
+    """accelerate's own loader reads every config in accelerate_configs/ and finds the mode it names."""
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    loaded = load_config_from_file(str(REPO / "accelerate_configs" / f"{config}.yaml")).to_dict()
+    assert loaded["distributed_type"] == expected["distributed_type"]
+    for section, values in expected.items():
+        if section != "distributed_type":
+            assert {k: loaded[section][k] for k in values} == values

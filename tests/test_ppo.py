@@ -432,7 +432,10 @@ def test_two_processes(tmp_path):
     for m in metrics:  # `reward` is TRL's mean over both processes; the per-reward mean and the rows must agree
         assert m["reward"] == pytest.approx(m["rewards/accuracy/mean"])
         assert m["reward"] == pytest.approx(sum(r["accuracy"] for r in rows if r["step"] == m["step"]) / 32)
-    assert json.loads((out / "summary.json").read_text())["world_size"] == 2
+    distributed = json.loads((out / "summary.json").read_text())["distributed"]
+    assert distributed["mode"] == "DDP" and distributed["processes"] == 2
+    policy_and_value = 2 * 424_800 + 96  # the bundled model twice (its head tied), and the value model's score head
+    assert distributed["held_parameters"] == [policy_and_value] * 2  # DDP: each process holds both whole
     # the held-out evaluation: 7 prompts, 4 on process 0 and 3 on process 1 (padded with a repeat to 4, so both run
     # as many forward passes), each prompt scored once in eval.json
     report = json.loads((out / "eval.json").read_text())

@@ -1,0 +1,59 @@
+"""Does GRPO under DeepSpeed ZeRO-3 on 2 CPU processes learn as one process does, seed for seed?
+
+For each seed: the tiny task for --steps steps under `accelerate launch --config_file accelerate_configs/zero3.yaml
+--num_processes 2` (16 completions per process), and in one process with the same global batch (32 completions a
+step, `--per_device_train_batch_size 32`). The processes sample with their own random streams, so the two runs cannot
+agree completion for completion; what must agree is the reward curve, within the spread this measures. Prints and
+saves, per seed, the mean reward of each run over its steps and their difference; tests/test_multiprocess.py allows
+a little more than the largest difference.
+
+    python benchmarks/zero3_vs_one_process.py            # 5 seeds, ~3 min on 2 cores
+"""
+
+import argparse
+import json
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from harness import COMMON_FLAGS, OUTPUTS, REPO, run_logged
+
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "accelerate_configs/zero3.yaml",
+          "--num_processes", "2", "--mixed_precision", "no"]
+
+
+def mean_reward(out: Path) -> float:
+    return statistics.mean(json.loads(line)["reward"] for line in (REPO / out / "metrics.jsonl").open()
+                           if '"reward"' in line)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--output_dir", type=Path, default=OUTPUTS / "zero3_vs_one_process")
+    args = parser.parse_args()
+    rows = []
+    for seed in args.seeds:
+        flags = [*COMMON_FLAGS, "--max_steps", str(args.steps), "--seed", str(seed), "--save_strategy", "no"]
+        zero3, one = args.output_dir / f"zero3-{seed}", args.output_dir / f"one-{seed}"
+        runs = [[*LAUNCH, "grpo_trl_example.py", *flags, "--output_dir", str(zero3)],
+                [sys.executable, "grpo_trl_example.py", *flags, "--per_device_train_batch_size", "32",
+                 "--output_dir", str(one)]]
+        with ThreadPoolExecutor(2) as pool:  # side by side: 3 processes on 2 cores, one torch thread each
+            (REPO / args.output_dir).mkdir(parents=True, exist_ok=True)
+            list(pool.map(lambda cmd: run_logged(cmd, REPO / args.output_dir / f"{Path(cmd[-1]).name}.log"), runs))
+        row = {"seed": seed, "zero3": round(mean_reward(zero3), 4), "one": round(mean_reward(one), 4)}
+        row["difference"] = round(row["zero3"] - row["one"], 4)
+        rows.append(row)
+        print(row, flush=True)
+    largest = max(abs(r["difference"]) for r in rows)
+    result = {"command": " ".join(sys.argv), "steps": args.steps, "runs": rows, "largest_difference": largest}
+    path = REPO / "benchmarks" / "results" / "zero3_vs_one_process.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"largest difference of the mean rewards over {args.steps} steps: {largest:.3f}; {path}")
+
+
+if __name__ == "__main__":
+    main()
