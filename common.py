@@ -521,8 +521,12 @@ def distributed_mode(trainer) -> dict:
 
 
 def describe(mode: dict) -> str:
-    """>>> describe({"mode": "DDP", "processes": 2, "device": "cpu", "backend": "gloo"})
+    """The distributed mode in words, as a run prints it.
+
+    >>> describe({"mode": "DDP", "processes": 2, "device": "cpu", "backend": "gloo"})
     'DDP, 2 processes on cpu (gloo)'
+    >>> describe({"mode": "single process", "processes": 1, "device": "cpu", "backend": None})
+    'single process, 1 process on cpu'
     """
     processes = f"{mode['processes']} process{'es' if mode['processes'] > 1 else ''}"
     return f"{mode['mode']}, {processes} on {mode['device']}" + (f" ({mode['backend']})" if mode["backend"] else "")
@@ -535,9 +539,9 @@ def print_distributed_mode(trainer) -> None:
 
 
 def held_parameters(trainer) -> list[int]:
-    """The number of parameters (elements) of the trained model (PPO: policy and value model) stored on each process,
-    gathered from all of them (call it on every process): the whole model under DDP or one process, about 1/N of it
-    each where FSDP or ZeRO-3 shards it."""
+    """The number of parameters (elements, frozen ones included) of the model the trainer prepared (PPO: policy and
+    value model) stored on each process, gathered from all of them (call it on every process): the whole model under
+    DDP or one process, about 1/N of it each where FSDP or ZeRO-3 shards it."""
     def local(p):
         if hasattr(p, "ds_tensor"):  # DeepSpeed ZeRO-3: this process's partition
             return p.ds_tensor.numel()
