@@ -47,6 +47,10 @@ for _name in ("is_gradient_checkpointing", "gradient_checkpointing_enable", "gra
 # - trl 1.12's PPOTrainer logs the variance of the policy ratio over its minibatches (val/ratio_var); with one
 #   minibatch and one PPO epoch there is one value, torch warns and the metric is nan;
 warnings.filterwarnings("ignore", message=r"var\(\): degrees of freedom is <= 0", category=UserWarning)
+# - DeepSpeed 0.19's ZeRO calls torch 2.13's deprecated names for two collectives at every step, which forward to the
+#   new ones;
+for _name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+    warnings.filterwarnings("ignore", message=rf"`torch\.distributed\.{_name}` is deprecated", category=FutureWarning)
 
 
 class _DropLogRecord(logging.Filter):

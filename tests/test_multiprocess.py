@@ -10,8 +10,8 @@ import sys
 
 import pytest
 import torch
-from conftest import (RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, TINY_MODEL, accelerate_ddp, ddp_flags, free_port,
-                      read_jsonl, run_script)
+from conftest import (RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, TINY_MODEL, accelerate_ddp,
+                      assert_no_preventable_warnings, ddp_flags, free_port, read_jsonl, run_script)
 
 TINY_PARAMS = 424_800  # the bundled model's parameters (its embedding and output layer are tied: counted once)
 
@@ -160,6 +160,7 @@ def test_grpo_under_deepspeed_zero2(tmp_path):
     proc = run_script("grpo_trl_example.py", "--max_steps", 2, "--logging_steps", 1, "--eval_strategy", "no",
                       "--output_dir", out, cwd=tmp_path, launcher=launch("zero2"))
     assert proc.stdout.count("distributed: DeepSpeed ZeRO-2, 2 processes on cpu (gloo)") == 1
+    assert_no_preventable_warnings(proc.stdout + proc.stderr)  # DeepSpeed's deprecated collectives among them
     distributed = json.loads((out / "summary.json").read_text())["distributed"]
     assert distributed["mode"] == "DeepSpeed ZeRO-2" and distributed["held_parameters"] == [TINY_PARAMS] * 2
     assert_reloads_as_the_tiny_model(out)
