@@ -125,7 +125,7 @@ def fails_early(capfd, monkeypatch):
             if env and "PYTHONPATH" in env:
                 monkeypatch.syspath_prepend(env["PYTHONPATH"])
             try:
-                with warnings.catch_warnings():  # the scripts' warning filters stay in the run
+                with warnings.catch_warnings():  # warning filters the run sets are undone after it
                     runpy.run_path(str(REPO / script), run_name="__main__")
                 returncode, message = 0, ""
             except SystemExit as stop:  # what Python does with it: a string is printed to stderr, and exits 1
