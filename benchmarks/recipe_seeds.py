@@ -28,10 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
-from harness import matmul_gflops, repo_relative, run_logged
+from harness import OUTPUTS, REPO, matmul_gflops, repo_relative, run_logged
 
-REPO = Path(__file__).resolve().parents[1]
-OUTPUTS = REPO / "benchmarks" / "outputs" / "recipe_seeds"
+RUNS = REPO / OUTPUTS / "recipe_seeds"
 SCRIPTS = {"grpo": "grpo_trl_example.py", "ppo": "ppo_trl_example.py"}
 
 
@@ -45,7 +44,7 @@ def script_of(config: Path) -> str:
 
 def outputs_of(config: Path) -> Path:
     """benchmarks/outputs/recipe_seeds/<model>-<algo>-<recipe name>: one folder per recipe."""
-    return OUTPUTS / "-".join(config.parts[-3:]).removesuffix(".yaml")
+    return RUNS / "-".join(config.parts[-3:]).removesuffix(".yaml")
 
 
 def run(config: Path, variant: str, flags: list[str], seed: int, threads: int) -> dict:
@@ -53,8 +52,9 @@ def run(config: Path, variant: str, flags: list[str], seed: int, threads: int) -
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, script_of(config), "--config", repo_relative(config), "--seed", str(seed),
            "--output_dir", repo_relative(out), *flags]
+    command = shlex.join(["python", *cmd[1:]])
     done = out / "run.json"  # a finished run is not run again: an interrupted sweep resumes where it stopped
-    if done.exists() and json.loads(done.read_text())["command"] == shlex.join(["python", *cmd[1:]]):
+    if done.exists() and json.loads(done.read_text())["command"] == command:
         return json.loads(done.read_text())
     start = time.time()
     peak = run_logged(cmd, out.with_suffix(".log"), threads=threads)
@@ -62,7 +62,7 @@ def run(config: Path, variant: str, flags: list[str], seed: int, threads: int) -
     report = json.loads((out / "eval.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
     before, after = report["before"]["accuracy"], report["after"]["accuracy"]
-    result = {"variant": variant, "seed": seed, "command": shlex.join(["python", *cmd[1:]]),
+    result = {"variant": variant, "seed": seed, "command": command,
             "pass@1 before": before["pass@1"], "pass@1 after": after["pass@1"],
             "gain": after["pass@1"] - before["pass@1"], "gain/min": (after["pass@1"] - before["pass@1"]) / wall * 60,
             "greedy before": before["greedy_accuracy"], "greedy after": after["greedy_accuracy"],

@@ -7,8 +7,8 @@ import shutil
 import pytest
 import torch
 from conftest import (ADDITION, RANK_PROBE, REPO, SHUTDOWN_PROBE, TINY_MODEL, accelerate_ddp, assert_adapter_trained,
-                      assert_no_preventable_warnings, assert_run_summary, assert_summary_means, assert_trained, ddp_flags, read_jsonl,
-                      run_script, spied, spied_calls, write_jsonl)
+                      assert_no_preventable_warnings, assert_run_summary, assert_summary_means, assert_trained,
+                      ddp_flags, read_jsonl, run_script, spied, spied_calls, write_jsonl)
 
 from common import device_defaults
 from rewards import accuracy_reward, get_reward_funcs
