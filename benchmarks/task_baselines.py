@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+from harness import matmul_gflops  # noqa: E402
 from rewards import get_reward_funcs  # noqa: E402
 
 JUST = " Reply with just the number."
@@ -88,15 +89,17 @@ def main():
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model).eval()
     [accuracy] = get_reward_funcs(["accuracy"], 16)
-    print(f"{args.model.name}: {args.prompts} prompts x {args.samples} samples of 16 tokens, and greedy\n")
+    rate, start = matmul_gflops(), time.time()  # the yardstick for the time printed at the end
+    print(f"{args.model.name}: {args.prompts} prompts x {args.samples} samples of 16 tokens, and greedy; fp32 matmul "
+          f"{rate:.1f} GFLOP/s on {torch.get_num_threads()} threads\n")
     print("| candidate | temperature | sampled | prompts with mixed outcomes | greedy | prompt tokens | a sample |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for name, candidate in CANDIDATES.items():
         for temperature in args.temperatures:
-            start = time.time()
             r = measure(model, tokenizer, accuracy, candidate, args.prompts, args.samples, temperature, args.seed)
             print(f"| {name} | {temperature} | {r['sampled']:.2f} | {r['mixed']}/{args.prompts} | {r['greedy']:.2f} | "
-                  f"{r['prompt_tokens']} | {r['example'][:40]!r} |  <!-- {time.time() - start:.0f} s -->", flush=True)
+                  f"{r['prompt_tokens']} | {r['example'][:40]!r} |", flush=True)
+    print(f"\n{(time.time() - start) / 60:.1f} min at {rate:.1f} GFLOP/s")
 
 
 if __name__ == "__main__":

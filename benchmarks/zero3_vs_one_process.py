@@ -14,10 +14,11 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness import COMMON_FLAGS, OUTPUTS, REPO, run_logged
+from harness import COMMON_FLAGS, OUTPUTS, REPO, matmul_gflops, run_logged
 
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "accelerate_configs/zero3.yaml",
           "--num_processes", "2", "--mixed_precision", "no"]
@@ -34,7 +35,9 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--output_dir", type=Path, default=OUTPUTS / "zero3_vs_one_process")
     args = parser.parse_args()
-    rows = []
+    rate = matmul_gflops(2)  # the yardstick for the wall time printed at the end
+    print(f"fp32 matmul: {rate:.1f} GFLOP/s on 2 threads", flush=True)
+    start, rows = time.time(), []
     for seed in args.seeds:
         flags = [*COMMON_FLAGS, "--max_steps", str(args.steps), "--seed", str(seed), "--save_strategy", "no"]
         zero3, one = args.output_dir / f"zero3-{seed}", args.output_dir / f"one-{seed}"
@@ -49,10 +52,13 @@ def main():
         rows.append(row)
         print(row, flush=True)
     largest = max(abs(r["difference"]) for r in rows)
-    result = {"command": " ".join(sys.argv), "steps": args.steps, "runs": rows, "largest_difference": largest}
+    minutes = (time.time() - start) / 60
+    result = {"command": " ".join(["python", *sys.argv]), "steps": args.steps, "matmul_gflops": round(rate, 1),
+              "minutes": round(minutes, 1), "runs": rows, "largest_difference": largest}
     path = REPO / "benchmarks" / "results" / "zero3_vs_one_process.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"largest difference of the mean rewards over {args.steps} steps: {largest:.3f}; {path}")
+    print(f"largest difference of the mean rewards over {args.steps} steps: {largest:.3f}; {minutes:.1f} min at "
+          f"{rate:.1f} GFLOP/s; {path}")
 
 
 if __name__ == "__main__":
