@@ -339,7 +339,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         # with eval completions, so it cannot tell training samples apart. Prompts are as the model saw them.
         logs = trainer._logs
         return [
-            {"prompt": prompt, "completion": completion, **{name: r[i] for name, r in logs["rewards"].items()},
+            {**logged_text(tokenizer, prompt, completion, trainer.tools, training_args.chat_template_kwargs),
+             **{name: r[i] for name, r in logs["rewards"].items()},
              **{column: values[i] for column, values in logs["extra"].items() if i < len(values)}}
             for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"]))
         ]
@@ -384,6 +385,28 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # together: a process exiting early can take the launcher, and the main process, down with it.
     trainer.accelerator.wait_for_everyone()
     trainer.accelerator.end_training()
+
+
+def logged_text(tokenizer, prompt, completion, tools: list, chat_template_kwargs: dict | None) -> dict:
+    """A logged prompt and completion as text, the way trl 1.12 logs them: decoded from the ids the model saw and
+    wrote, without special tokens. From trl 1.13 on, GRPOTrainer logs a conversation's prompt and completion as
+    messages; they are rendered through the chat template (with the run's tools) so completions.jsonl reads the
+    same on every trl version. A tool-calling exchange's whole text follows the prompt's in the rendering."""
+    if not is_conversational({"prompt": prompt}):
+        return {"prompt": prompt, "completion": completion}
+
+    def render(messages, **kwargs) -> list[int]:
+        return tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=True, return_dict=True,
+                                             **kwargs, **(chat_template_kwargs or {}))["input_ids"]
+
+    prompt_ids = render(prompt, add_generation_prompt=True)
+    if isinstance(completion, str):
+        completion_text = completion
+    elif len(completion) == 1 and not completion[0].get("tool_calls"):  # one plain answer: its content
+        completion_text = completion[0]["content"]
+    else:
+        completion_text = tokenizer.decode(render(prompt + completion)[len(prompt_ids):], skip_special_tokens=True)
+    return {"prompt": tokenizer.decode(prompt_ids, skip_special_tokens=True), "completion": completion_text}
 
 
 def training_sampling(trainer: GRPOTrainer) -> Sampling:

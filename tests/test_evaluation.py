@@ -5,7 +5,9 @@ import math
 import pytest
 import torch
 
-from evaluation import metrics_of, pass_at_k
+from types import SimpleNamespace
+
+from evaluation import metrics_of, pass_at_k, up_to_first
 from rewards import get_reward_funcs
 
 
@@ -88,19 +90,19 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
     assert results["length"] == pytest.approx({"mean_reward": 13 / 12, "greedy_reward": 4 / 3})
 
 
-def test_a_completion_ends_where_the_trainer_ends_it():
-    """GRPO keeps a completion up to and including its first stop token (any of several); PPO's rule (the script's
-    `training_sampling`) also cuts at its first pad, which GRPO keeps."""
-    from evaluation import up_to_first
-
-    from types import SimpleNamespace
-
-    from ppo_trl_example import training_sampling
-
+@pytest.mark.newest_trl
+def test_grpo_keeps_a_completion_up_to_its_first_stop_token():
+    """GRPOTrainer's mask keeps a completion up to and including its first stop token: the tokenizer's eos on trl
+    1.12, any eos id of the model's generation config from trl 1.14."""
     assert up_to_first(2)([5, 6, 2, 7, 2]) == [5, 6, 2]
     assert up_to_first([2, 9])([5, 9, 2]) == [5, 9]
     assert up_to_first([2, 9])([5, 6]) == [5, 6]  # ran to the length limit
     assert up_to_first(None)([5, 0, 6]) == [5, 0, 6]  # GRPO keeps a pad token the model wrote
+
+
+def test_ppo_ends_a_completion_where_ppo_trainer_does():
+    """PPO's rule (the script's `training_sampling`) also cuts at its first pad, which GRPO keeps."""
+    from ppo_trl_example import training_sampling
 
     args = SimpleNamespace(response_length=8, temperature=0.7)
     ppo = lambda stop: training_sampling(SimpleNamespace(  # noqa: E731

@@ -21,6 +21,7 @@ def answer_of(prompt: str) -> str:
     return str(int(a) + int(b))
 
 
+@pytest.mark.newest_trl
 def test_default_task_outputs(tmp_path):
     out = tmp_path / "out"
     proc = run_script(SCRIPT, "--output_dir", out, "--max_steps", 4, "--logging_steps", 1, "--eval_steps", 2,
@@ -60,6 +61,7 @@ def test_default_task_outputs(tmp_path):
     assert model.generate(ids, max_new_tokens=2, do_sample=False).shape[1] > ids.shape[1]
 
 
+@pytest.mark.newest_trl
 def test_conversational_prompts_with_system_prompt(tmp_path, chat_model, addition_rows):
     data = write_jsonl(tmp_path / "chat.jsonl",
                        [{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]}
@@ -136,6 +138,7 @@ def test_yaml_config_and_cli_override(tmp_path):
     assert all(-1.0 <= r["overlong"] < 0 for r in rows)
 
 
+@pytest.mark.newest_trl
 def test_lora_saves_an_adapter(tmp_path):
     out = tmp_path / "out"
     run_script(SCRIPT, "--use_peft", "--lora_r", 4, "--lora_alpha", 8, "--lora_target_modules", "q_proj", "v_proj",
@@ -182,6 +185,7 @@ def test_unknown_reward_is_a_clear_error(tmp_path, fails_early):
         "or give a dotted path like my_rewards.my_fn")
 
 
+@pytest.mark.newest_trl
 def test_default_run_learns(tmp_path):
     """The default run, seeded: the mean reward over the last 20% of logged steps beats the first 20%, and held-out
     pass@1 on the test split improves.

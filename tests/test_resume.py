@@ -14,6 +14,7 @@ from conftest import REPO, THREADS, read_jsonl, run_script
 from common import read_jsonl_lenient
 
 
+@pytest.mark.newest_trl
 def test_grpo_kill_and_resume(tmp_path):
     out = tmp_path / "out"
     steps = 60

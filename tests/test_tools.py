@@ -183,6 +183,31 @@ def test_bundled_tool_model_renders_and_parses_tool_calls():
     assert calculator(expression) == row["answer"]
 
 
+@pytest.mark.newest_trl
+def test_a_conversation_is_logged_as_the_text_the_model_saw():
+    """completions.jsonl's prompt and completion as trl 1.12 logs them, the ids decoded without special tokens,
+    whether trl hands the script text (1.12) or messages (1.13 on): the prompt with the tools it showed, then the
+    whole exchange, or a plain answer's content."""
+    from transformers import AutoTokenizer
+
+    from grpo_trl_example import logged_text
+
+    tokenizer = AutoTokenizer.from_pretrained(TOOL_MODEL)
+    prompt = [{"role": "user", "content": "2+3="}]
+    shown = tokenizer.apply_chat_template(prompt, tools=[calculator], add_generation_prompt=True)["input_ids"]
+    exchange = [{"role": "assistant", "tool_calls": [{"type": "function", "function": {
+                    "name": "calculator", "arguments": {"expression": "2+3"}}}]},
+                {"role": "tool", "name": "calculator", "content": "5"}, {"role": "assistant", "content": "It is 5"}]
+    row = logged_text(tokenizer, prompt, exchange, [calculator], None)
+    assert row["prompt"] == tokenizer.decode(shown, skip_special_tokens=True)
+    assert '"name": "calculator"' in row["prompt"] and row["prompt"].endswith("user\n2+3=\nassistant\n")
+    assert row["completion"].startswith('<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+3"}}')
+    assert "5" in row["completion"] and row["completion"].rstrip().endswith("It is 5")
+    plain = [{"role": "assistant", "content": "5"}]
+    assert logged_text(tokenizer, prompt, plain, [calculator], None)["completion"] == "5"
+    assert logged_text(tokenizer, "2+3=", "5", [], None) == {"prompt": "2+3=", "completion": "5"}
+
+
 # ---- the script ------------------------------------------------------------------------------------------------------
 
 
@@ -306,6 +331,7 @@ def test_tools_with_two_processes(tmp_path):
     assert all("tools/call_frequency" in m for m in read_jsonl(out / "metrics.jsonl"))
 
 
+@pytest.mark.newest_trl
 def test_an_environment_of_your_own(tmp_path):
     """--environment_factory my_envs.Counter: one instance per rollout, reset with the dataset row before each
     episode, and its public methods offered as tools next to --tools."""

@@ -46,6 +46,7 @@ def grpo_trainer(tmp_path_factory):
     return trainer, tokenizer
 
 
+@pytest.mark.newest_trl
 def test_grpo_logs_hold_the_last_generation_batch(grpo_trainer):
     trainer, _ = grpo_trainer
     trainer.train()
@@ -56,6 +57,7 @@ def test_grpo_logs_hold_the_last_generation_batch(grpo_trainer):
     assert list(logs["extra"]["number"]) == [0, 1, 2, 3]  # one entry per completion, in the same order
 
 
+@pytest.mark.newest_trl
 @pytest.mark.parametrize("prompt", ["3+4=", [{"role": "user", "content": "3+4="}]], ids=["plain", "chat"])
 def test_eval_tokenizes_prompts_as_grpo_does(grpo_trainer, prompt):
     """The held-out evaluation and GRPOTrainer give the model the same ids, BOS included for plain text."""
