@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from accelerate import PartialState
 from datasets import DatasetDict, load_dataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
@@ -265,8 +266,8 @@ def warn_if_tuned_defaults_kept(tiny_model: str, model_path: str, tuned: dict, t
     kept = {k: v for k, v in tuned.items() if getattr(training_args, k) == v}
     if kept:
         settings = ", ".join(f"--{k} {v}" for k, v in kept.items())
-        print(f"WARNING: {model_path} runs with settings tuned for the bundled tiny model: "
-              f"{settings}. Set them for your model, or start from a recipe in recipes/.")
+        PartialState().print(f"WARNING: {model_path} runs with settings tuned for the bundled tiny model: "
+                             f"{settings}. Set them for your model, or start from a recipe in recipes/.")
 
 
 def refuse_ignored_fields(ignored: dict[str, str], defaults, *parsed) -> None:

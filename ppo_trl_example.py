@@ -426,12 +426,13 @@ def set_ppo_pad_token(tokenizer, policy_path: str, trust_remote_code: bool = Fal
     was = "none" if tokenizer.pad_token is None else f"{tokenizer.pad_token!r}, the eos"
     if candidates:
         tokenizer.pad_token = candidates[0]
-        print(f"PPO pads with {tokenizer.pad_token!r} (id {tokenizer.pad_token_id}), a token of the vocabulary that is "
-              f"no stop token (the tokenizer's pad: {was})")
+        PartialState().print(f"PPO pads with {tokenizer.pad_token!r} (id {tokenizer.pad_token_id}), a token of the "
+                             f"vocabulary that is no stop token (the tokenizer's pad: {was})")
     else:
         tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
-        print(f"PPO pads with a new token '<|pad|>' (the tokenizer's pad: {was}, and the vocabulary has no unused "
-              "special token): the models grow one embedding row, which a LoRA adapter then saves")
+        PartialState().print(f"PPO pads with a new token '<|pad|>' (the tokenizer's pad: {was}, and the vocabulary "
+                             "has no unused special token): the models grow one embedding row, which a LoRA adapter "
+                             "then saves")
 
 
 class _StopTraining(Exception):
@@ -444,12 +445,23 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
     Logs: `reward`, the mean score PPO maximises (TRL's own `objective/scores`), and `rewards/<name>/mean` per
     reward, over the completions of all processes, which are gathered for completions.jsonl. Saving: trl 1.12's PPOTrainer saves `self.model.policy` and reads
     `self.model.config`, which DDP's wrapper hides, so with several processes it crashes or saves policy and value
-    model as one state dict; here it saves the unwrapped model's policy. Stopping: its training loop never reads
+    model as one state dict; here it saves the unwrapped model's policy. The same wrapper hides the policy from
+    the reference forward under LoRA; here it is exposed. Stopping: its training loop never reads
     `control.should_training_stop`, so a callback's request to stop (the no-signal watchdog's) ends the loop here.
     """
 
     latest_records: list[dict] = []  # the last update's scored completions, for completions.jsonl
     is_distributed_loading_by_transformers = False  # read when saving; set by Trainer.__init__, which PPOTrainer skips
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # With LoRA the reference is the policy with its adapter off, and trl 1.12 reaches it as `self.model.policy`
+        # (null_ref_context, and the reference forward in train), which DDP's wrapper hides: "'DistributedDataParallel'
+        # object has no attribute 'policy'". Expose it on the wrapper, as a plain attribute (not a submodule, so the
+        # wrapper's parameters and state dict are unchanged).
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        if unwrapped is not self.model:
+            object.__setattr__(self.model, "policy", unwrapped.policy)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "objective/scores" in logs:  # PPOTrainer logs once per PPO update, on every process

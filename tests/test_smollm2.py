@@ -20,7 +20,7 @@ import pytest
 import torch
 import yaml
 from packaging.version import Version
-from conftest import (REPO, assert_no_preventable_warnings, assert_summary_means, read_jsonl, run_script,
+from conftest import (REPO, accelerate_ddp, assert_no_preventable_warnings, ddp_flags, assert_summary_means, read_jsonl, run_script,
                       safetensors_weights)
 
 TASK = REPO / "assets" / "chat-addition"
@@ -255,3 +255,31 @@ def test_gradients_reach_every_trainable_tensor(tmp_path, smollm2, script, lora,
     # without a gradient any block whose input does not require one
     assert "use_reentrant" not in proc.stderr and "None of the inputs have requires_grad" not in proc.stderr
     assert_no_preventable_warnings(proc.stdout + proc.stderr)
+
+
+@pytest.mark.parametrize("recipe", ["grpo/config_chat_addition", "ppo/config_chat_addition_lora"])
+def test_two_processes_on_smollm2(tmp_path, smollm2, recipe):
+    """DDP on the real model: 2 processes run 2 steps of a recipe, the held-out evaluation before and after split
+    between them; each process holds the whole model, and the outputs are written once, from both ranks' samples."""
+    algo = recipe.split("/")[0]
+    size = (["--max_steps", 2, "--num_generations", 2, "--per_device_train_batch_size", 2,
+             "--max_completion_length", 4] if algo == "grpo" else  # 4 completions a step, 2 on each process
+            ["--total_episodes", 8, "--per_device_train_batch_size", 2, "--response_length", 4])
+    out = tmp_path / "out"
+    proc = run_script(f"{algo}_trl_example.py", "--config", REPO / "recipes" / "SmolLM2-135M-Instruct" / f"{recipe}.yaml",
+                      "--model_name_or_path", smollm2, "--dataset_name", TASK, "--output_dir", out, *size,
+                      "--eval_max_prompts", 3, *ddp_flags(2), cwd=tmp_path, launcher=accelerate_ddp(2), timeout=600)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["global_step"] == 2
+    assert summary["distributed"]["mode"] == "DDP" and proc.stdout.count("distributed: DDP, 2 processes") == 1
+    held = summary["distributed"]["held_parameters"]
+    assert len(held) == 2 and held[0] == held[1] > 134_000_000  # the policy, whole on each (PPO: its value model too)
+    assert proc.stdout.count(f"{algo.upper()}: 2 steps") == 1
+    report = json.loads((out / "eval.json").read_text())
+    assert report["num_prompts"] == 3 and report["num_samples"] == 2  # 3 prompts: one process has 2, the other 1
+    assert 0 <= report["before"]["accuracy"]["pass@1"] <= 1 and 0 <= report["after"]["accuracy"]["pass@1"] <= 1
+    assert proc.stdout.count("held-out evaluation, split 'test'") == 1
+    if algo == "grpo":
+        assert len(read_jsonl(out / "completions.jsonl")) == 2 * 4  # each step's 4 completions, from both ranks
+    else:  # with LoRA the reference is the policy with its adapter off, reached through DDP's wrapper
+        assert proc.stdout.count("PPO pads with") == 1  # said once, by the main process
