@@ -49,6 +49,12 @@ def accelerate_ddp(num_processes: int = 2, port: int | None = None, machines: tu
     return launcher
 
 
+# Tests that launch several processes run one at a time, on one pytest-xdist worker: two of them side by side put 4
+# processes on 2 cores, and a process waiting in a gloo collective on a peer that is not scheduled waits long
+# (measured: the ZeRO-3 test took 150 s in the suite and 39 s alone).
+MULTIPROCESS = pytest.mark.xdist_group("multiprocess")
+
+
 # One torch thread per run unless a test says otherwise. A 0.4M-parameter model gains nothing from a second thread,
 # results then depend on the seed alone (not on the machine's load), and two runs share 2 cores without contention
 # (measured: a PPO learning run took 47 s alone with two threads and 290 s next to another two-thread run).

@@ -10,8 +10,10 @@ import sys
 
 import pytest
 import torch
-from conftest import (RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, TINY_MODEL, accelerate_ddp,
+from conftest import (MULTIPROCESS, RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, TINY_MODEL, accelerate_ddp,
                       assert_no_preventable_warnings, ddp_flags, free_port, read_jsonl, run_script)
+
+pytestmark = MULTIPROCESS
 
 TINY_PARAMS = 424_800  # the bundled model's parameters (its embedding and output layer are tied: counted once)
 

