@@ -255,7 +255,8 @@ def check_launch(training_args, deepspeed_ok: bool = True) -> None:
 
 
 def warn_if_tuned_defaults_kept(tiny_model: str, model_path: str, tuned: dict, training_args) -> None:
-    """Warn when a run on another model than the bundled tiny one (`tiny_model`) keeps settings tuned for it.
+    """Warn when a run on another model than the bundled tiny one (`tiny_model`) keeps settings tuned for it: values
+    it did not set, as a flag or in its recipe, that are still the tiny model's.
 
     A 4-token completion budget or a 3e-4 learning rate is right for the tiny addition model and wrong
     for almost any other, so say so up front rather than let a real run quietly go nowhere. `model_path` is the
@@ -263,7 +264,8 @@ def warn_if_tuned_defaults_kept(tiny_model: str, model_path: str, tuned: dict, t
     """
     if model_path == tiny_model:
         return
-    kept = {k: v for k, v in tuned.items() if getattr(training_args, k) == v}
+    chosen = options_set()  # a value set on purpose (a recipe's learning rate that equals the tiny one) is no slip
+    kept = {k: v for k, v in tuned.items() if k not in chosen and getattr(training_args, k) == v}
     if kept:
         settings = ", ".join(f"--{k} {v}" for k, v in kept.items())
         PartialState().print(f"WARNING: {model_path} runs with settings tuned for the bundled tiny model: "

@@ -120,3 +120,8 @@ def test_ppo_warns_about_tiny_settings_for_the_policy_it_trains(tmp_path, additi
     assert (f"WARNING: {model} runs with settings tuned for the bundled tiny model: --total_episodes 2560, "
             "--learning_rate 0.0003, --per_device_train_batch_size 64, --num_mini_batches 4, --response_length 4"
             ) in capfd.readouterr().out
+    # a setting given on purpose is not one kept by default, though it equals the tiny model's
+    fails_early(tmp_path, "--sft_model_path", model, "--dataset_name", data, "--learning_rate", "3e-4",
+                "--response_length", 4, script="ppo_trl_example.py", keep_stdout=True)
+    assert ("settings tuned for the bundled tiny model: --total_episodes 2560, --per_device_train_batch_size 64, "
+            "--num_mini_batches 4.") in capfd.readouterr().out
