@@ -443,11 +443,13 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
     """PPOTrainer that also logs what GRPOTrainer logs, and can save with several processes.
 
     Logs: `reward`, the mean score PPO maximises (TRL's own `objective/scores`), and `rewards/<name>/mean` per
-    reward, over the completions of all processes, which are gathered for completions.jsonl. Saving: trl 1.12's PPOTrainer saves `self.model.policy` and reads
-    `self.model.config`, which DDP's wrapper hides, so with several processes it crashes or saves policy and value
-    model as one state dict; here it saves the unwrapped model's policy. The same wrapper hides the policy from
-    the reference forward under LoRA; here it is exposed. Stopping: its training loop never reads
-    `control.should_training_stop`, so a callback's request to stop (the no-signal watchdog's) ends the loop here.
+    reward, over the completions of all processes, which are gathered for completions.jsonl.
+    Saving: trl 1.12's PPOTrainer saves `self.model.policy` and reads `self.model.config`, which DDP's wrapper hides,
+    so with several processes it crashes or saves policy and value model as one state dict; here it saves the
+    unwrapped model's policy. The same wrapper hides the policy from the reference forward under LoRA; here it is
+    exposed.
+    Stopping: its training loop never reads `control.should_training_stop`, so a callback's request to stop (the
+    no-signal watchdog's) ends the loop here.
     """
 
     latest_records: list[dict] = []  # the last update's scored completions, for completions.jsonl
