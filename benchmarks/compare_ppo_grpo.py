@@ -42,7 +42,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from harness import repo_relative, run_logged  # noqa: E402
+from harness import matmul_gflops, repo_relative, run_logged  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {"grpo": "grpo_trl_example.py", "ppo": "ppo_trl_example.py"}
@@ -279,6 +279,8 @@ def main():
     if len(args.seeds) < 2:
         parser.error("--seeds: at least 2, to show a spread")
     args.output_dir.mkdir(parents=True, exist_ok=True)
+    rate = matmul_gflops(2)  # the yardstick for the times reported: machines here differ by 2.5x in it
+    print(f"fp32 matmul: {rate:.1f} GFLOP/s on 2 threads", flush=True)
     start = time.time()
 
     picks, sweep_runs = sweep(args)
@@ -295,10 +297,11 @@ def main():
         "settings": {name: getattr(args, name) for name in FULL}, "extra_args": args.extra_args,
         "sweep": [{key: r[key] for key in ("algo", "lr", "group", "iterations", "seed", "reward_last_20pct")}
                   for r in sweep_runs],
-        "picks": picks, "table": table, "minutes": round((time.time() - start) / 60, 1)}, indent=1) + "\n")
+        "picks": picks, "table": table, "minutes": round((time.time() - start) / 60, 1),
+        "matmul_gflops": round(rate, 1)}, indent=1) + "\n")
     plot(study, table, picks, task_name(args.extra_args), args.output_dir / "compare_ppo_grpo.png")
     print_table(table)
-    print(f"\n{len(sweep_runs) + len(study)} runs in {(time.time() - start) / 60:.1f} min; "
+    print(f"\n{len(sweep_runs) + len(study)} runs in {(time.time() - start) / 60:.1f} min at {rate:.1f} GFLOP/s; "
           f"{args.output_dir / 'summary.json'}, runs.json, compare_ppo_grpo.png")
 
 

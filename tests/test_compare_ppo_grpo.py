@@ -21,6 +21,7 @@ def test_quick_study_writes_every_run_the_table_and_the_plot(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     runs = json.loads((out / "runs.json").read_text())
     assert summary["settings"] == QUICK
+    assert summary["matmul_gflops"] > 0 and f"at {summary['matmul_gflops']:.1f} GFLOP/s" in done.stdout
 
     # the sweep: every learning rate for both; for GRPO every group size, then every iterations count; sweep seeds only
     sweep = summary["sweep"]
