@@ -1,11 +1,10 @@
 """The held-out evaluation's metrics, from fixed rewards: which metrics a reward gets follows its declaration."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
-
-from types import SimpleNamespace
 
 from evaluation import metrics_of, pass_at_k, up_to_first
 from rewards import get_reward_funcs

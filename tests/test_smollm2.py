@@ -282,4 +282,3 @@ def test_gradients_reach_every_trainable_tensor(tmp_path, smollm2, script, lora,
     # without a gradient any block whose input does not require one
     assert "use_reentrant" not in proc.stderr and "None of the inputs have requires_grad" not in proc.stderr
     assert_no_preventable_warnings(proc.stdout + proc.stderr)
-
