@@ -272,8 +272,12 @@ def eval_split(train_dataset, eval_dataset, train_split: str, test_split: str, s
     return split["train"], split["test"], source
 
 
-def check_eval_options(num_samples: int, max_prompts: int) -> None:
-    """Stop, before any model loads, on a before/after evaluation that has no prompt to evaluate."""
+def check_eval_options(num_samples: int, max_prompts: int, eval_only: bool = False) -> None:
+    """Stop, before any model loads, on a before/after evaluation that has no prompt to evaluate, or an --eval_only
+    run that would evaluate nothing."""
+    if eval_only and num_samples < 1:
+        raise SystemExit("error: --eval_only evaluates --eval_num_samples K samples (and one greedy) per held-out "
+                         "prompt: set K to 1 or more (the SmolLM2 recipes set 2)")
     if num_samples > 0 and max_prompts < 1:
         raise SystemExit(f"error: --eval_max_prompts {max_prompts} leaves no prompt to evaluate: set it to 1 or more, "
                          "or turn the evaluation off with --eval_num_samples 0")
@@ -330,19 +334,31 @@ class BeforeAfterEval(TrainerCallback):
         if self.accelerator.is_main_process:
             self.write()
 
+    def evaluate_only(self, step: int) -> None:
+        """--eval_only: evaluate the model as it is, once, and write eval.json and the table with its one column,
+        `model`, in place of `before` and `after`."""
+        self.run("model", step)
+        if self.accelerator.is_main_process:
+            self.write()
+
     def write(self) -> None:
         path = self.output_dir / "eval.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**self.settings, **self.results}, indent=2) + "\n")
-        print(f"\nheld-out evaluation, {self.settings['source']}:\n"
-              f"{format_table(self.results['before'], self.results['after'])}\n  written to {path}")
+        columns = {when: self.results[when] for when in ("before", "after", "model") if when in self.results}
+        print(f"\nheld-out evaluation, {self.settings['source']}:\n{format_table(columns)}\n  written to {path}")
 
 
-def format_table(before: dict, after: dict) -> str:
-    """A before/after table, one line per reward and metric."""
-    lines = [f"{'reward':<14}{'metric':<18}{'before':>8}{'after':>8}"]
+def format_table(columns: dict[str, dict]) -> str:
+    """A table of {column: {reward: {metric: value}}}, one line per reward and metric (those of the last column).
+
+    >>> print(format_table({"before": {"accuracy": {"pass@1": 0.25}}, "after": {"accuracy": {"pass@1": 0.5}}}))
+    reward        metric              before   after
+    accuracy      pass@1               0.250   0.500
+    """
+    lines = [f"{'reward':<14}{'metric':<18}" + "".join(f"{label:>8}" for label in columns)]
     fmt = lambda v: f"{v:8.3f}" if v is not None else f"{'-':>8}"  # noqa: E731
-    for name, metrics in after.items():
-        for metric, value in metrics.items():
-            lines.append(f"{name:<14}{metric:<18}{fmt(before.get(name, {}).get(metric))}{fmt(value)}")
+    for name, metrics in list(columns.values())[-1].items():
+        for metric in metrics:
+            lines.append(f"{name:<14}{metric:<18}" + "".join(fmt(c.get(name, {}).get(metric)) for c in columns.values()))
     return "\n".join(lines)

@@ -37,7 +37,8 @@ learning to use a calculator:
     python grpo_trl_example.py --config recipes/tiny/tools.yaml
 
 Outputs in `--output_dir`: the model (or LoRA adapter), metrics.jsonl, completions.jsonl,
-summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_num_samples.
+summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_num_samples (with --eval_only,
+eval.json alone: the evaluation of a saved model or adapter, no training).
 """
 
 import gc
@@ -205,6 +206,11 @@ class GRPOScriptArguments(ScriptArguments):
         default=256,
         metadata={"help": "Evaluate on at most this many prompts of the eval split."},
     )
+    eval_only: bool = field(
+        default=False,
+        metadata={"help": "Train nothing: evaluate --model_name_or_path (a model, or a LoRA adapter's folder) on the "
+                  "held-out prompts, sampling as this run's training would, and write eval.json and the table."},
+    )
     reference_mode: str = field(
         default="static",
         metadata={"help": "The KL reference: `static` (the starting policy), `ema` (ref <- a*policy + (1-a)*ref "
@@ -223,6 +229,9 @@ class GRPOScriptArguments(ScriptArguments):
 
 
 def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
+    if script_args.eval_only:  # the model as it is: no adapter of ours on top, no reference to load, no checkpoint
+        model_args.use_peft, training_args.beta, script_args.reference_mode = False, 0.0, "static"
+        training_args.resume_from_checkpoint = None
     # --save_steps N writes checkpoints; --resume_from_checkpoint last (or a path) continues from one. Resolved
     # first, so that a missing checkpoint stops the run before anything loads.
     checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
@@ -318,8 +327,14 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     sync = [i for i, func in enumerate(reward_funcs) if not inspect.iscoroutinefunction(func)]
     if (tools or environment_factory) and sync:
         logged_rewards[sync[0]] = LogEpisodes(reward_funcs[sync[0]])
+    policy = model_args.model_name_or_path  # GRPOTrainer loads it, with model_init_kwargs
+    if script_args.eval_only and (Path(policy) / "adapter_config.json").is_file():  # a LoRA adapter, on its base
+        from peft import AutoPeftModelForCausalLM
+
+        policy = AutoPeftModelForCausalLM.from_pretrained(policy, dtype=model_args.dtype,
+                                                          trust_remote_code=training_args.trust_remote_code)
     trainer = GRPOTrainer(
-        model=model_args.model_name_or_path,
+        model=policy,
         reward_funcs=reward_models + logged_rewards,
         args=training_args,
         train_dataset=train_dataset,
@@ -366,12 +381,17 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
                 lambda prompt: {"input_ids": prompt_token_ids(tokenizer, prompt, training_args.chat_template_kwargs)},
                 input_columns="prompt",
             )
-        trainer.add_callback(BeforeAfterEval(
+        evaluator = BeforeAfterEval(
             eval_prompts, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
             script_args.eval_max_prompts, training_sampling(trainer), training_args.seed,
             lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
             trainer.accelerator, training_args.output_dir,
-        ))
+        )
+        trainer.add_callback(evaluator)
+        if script_args.eval_only:
+            evaluator.evaluate_only(trainer.state.global_step)
+            trainer.accelerator.end_training()
+            return
 
     print_distributed_mode(trainer)
     train_output = trainer.train(resume_from_checkpoint=checkpoint)
@@ -491,7 +511,7 @@ if __name__ == "__main__":
         raise SystemExit("error: --eval_num_samples: the before/after evaluation generates without the tool loop; "
                          "with --tools, read the tool-call rate and rewards in summary.json, or set --eval_strategy "
                          "steps (GRPOTrainer's evaluation runs the tools)")
-    check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts)
+    check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts, script_args.eval_only)
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS["model_name_or_path"], model_args.model_name_or_path,
                                 TUNED_FOR_TINY_MODEL, training_args)
     main(script_args, training_args, model_args)

@@ -45,16 +45,18 @@ a clipped squared error (`vf_coef`, `cliprange_value`). PPOTrainer does all of t
 *model*; `RewardAdapter` below dresses the reward functions up as one, without patching TRL.
 
 Outputs in `--output_dir`: the policy (a plain causal LM, or the LoRA adapter), metrics.jsonl, completions.jsonl,
-summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_num_samples. The value model is
+summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_num_samples (with --eval_only,
+eval.json alone: the evaluation of a saved model or adapter, no training). The value model is
 not saved.
 """
 
 import gc
 import math
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from accelerate import PartialState
@@ -269,6 +271,11 @@ class PPOScriptArguments(ScriptArguments):
         default=256,
         metadata={"help": "Evaluate on at most this many prompts of the eval split."},
     )
+    eval_only: bool = field(
+        default=False,
+        metadata={"help": "Train nothing: evaluate the policy (a model, or a LoRA adapter's folder) on the held-out "
+                  "prompts, sampling as this run's training would, and write eval.json and the table."},
+    )
     no_signal_patience: int = field(
         default=5,
         metadata={"help": "Warn when the reward gives no learning signal for this many logging steps."},
@@ -395,6 +402,36 @@ def training_sampling(trainer: PPOTrainer) -> Sampling:
         return ids[: ids.index(pad)] if pad in ids else ids
 
     return Sampling(config, end)
+
+
+def evaluate_only(policy, tokenizer, eval_dataset, eval_source: str, reward_funcs: list,
+                  script_args: PPOScriptArguments, training_args: PPOConfig, model_kwargs: dict) -> None:
+    """--eval_only: the held-out evaluation of `policy` as it is, sampled as PPOTrainer would sample it, with no
+    value model, reference or trainer; eval.json and the table, as a training run writes them."""
+    state = PartialState()
+    if policy.get_input_embeddings().num_embeddings < len(tokenizer):  # a new pad token, as in training
+        policy.resize_token_embeddings(len(tokenizer))
+    policy.config.pad_token_id = tokenizer.pad_token_id
+    policy.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                                                pad_token_id=tokenizer.pad_token_id)  # as in training: see main
+    eval_rewards = reward_funcs
+    if training_args.reward_model_path:
+        rm_kwargs = {k: v for k, v in model_kwargs.items() if k != "revision"}  # --model_revision is the policy's
+        reward_model = AutoModelForSequenceClassification.from_pretrained(
+            training_args.reward_model_path, num_labels=1, **rm_kwargs).eval().to(state.device)
+        eval_rewards = [RewardModelReward(
+            reward_model, "reward_model",
+            lambda prompt, completion, completion_ids: prompt_token_ids(tokenizer, prompt) + completion_ids,
+            tokenizer.pad_token_id,
+        )]
+    # PPOTrainer's stop token: the eos with --stop_token eos, else --stop_token_id (None: the length limit)
+    stop = tokenizer.eos_token_id if training_args.stop_token == "eos" else training_args.stop_token_id
+    sampling = training_sampling(SimpleNamespace(args=training_args, processing_class=tokenizer, stop_token_id=stop))
+    policy.to(state.device)
+    BeforeAfterEval(
+        eval_dataset, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples, script_args.eval_max_prompts,
+        sampling, training_args.seed, lambda: nullcontext(policy), state, training_args.output_dir,
+    ).evaluate_only(step=0)
 
 
 def set_ppo_pad_token(tokenizer, policy_path: str, trust_remote_code: bool = False) -> None:
@@ -633,6 +670,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         trust_remote_code=script_args.trust_remote_code,
     )
     policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs)
+    if script_args.eval_only:
+        return evaluate_only(policy, tokenizer, eval_dataset, eval_source, reward_funcs, script_args, training_args,
+                             model_kwargs)
     peft_config = get_peft_config(model_args)  # None unless --use_peft
     # The reference is a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead.
     ref_policy = None
@@ -746,7 +786,7 @@ if __name__ == "__main__":
     configure_tracking(training_args)
     check_launch(training_args, deepspeed_ok=False)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
-    check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts)
+    check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts, script_args.eval_only)
     policy_path = training_args.sft_model_path or model_args.model_name_or_path  # the model that trains
     warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS["model_name_or_path"], policy_path, TUNED_FOR_TINY_MODEL,
                                 training_args)

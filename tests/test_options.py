@@ -25,7 +25,7 @@ ACTS = {
         debug deepspeed delta disable_dropout disable_tqdm do_eval ds3_gather_for_generation dtype
         enable_jit_checkpoint entropy_coef entropy_coef_delta entropy_coef_max entropy_coef_min
         entropy_target environment_factory epsilon epsilon_high eval_delay eval_max_prompts eval_num_samples
-        eval_on_start
+        eval_only eval_on_start
         eval_steps eval_strategy fp16 fsdp fsdp_config full_determinism generation_batch_size
         generation_kwargs gradient_accumulation_steps gradient_checkpointing gradient_checkpointing_kwargs
         greater_is_better hub_always_push hub_model_id hub_private_repo hub_revision hub_strategy hub_token
@@ -61,7 +61,7 @@ ACTS = {
         activation_checkpointing activation_checkpointing_kwargs adam_beta1 adam_beta2 adam_epsilon
         attn_implementation cliprange cliprange_value dataset_answer_column dataset_config dataset_name
         dataset_num_proc dataset_prompt_column dataset_test_split dataset_train_split ddp_backend
-        ddp_timeout disable_tqdm ds3_gather_for_generation dtype eval_max_prompts eval_num_samples
+        ddp_timeout disable_tqdm ds3_gather_for_generation dtype eval_max_prompts eval_num_samples eval_only
         gamma gradient_accumulation_steps gradient_checkpointing gradient_checkpointing_kwargs
         hub_always_push hub_model_id hub_private_repo hub_revision hub_strategy hub_token kl_coef
         kl_estimator lam learning_rate load_in_4bit load_in_8bit local_rank local_rollout_forward_batch_size

@@ -1,0 +1,44 @@
+"""--eval_only: a saved model or LoRA adapter evaluated without training, as a training run evaluates its policy.
+
+Each case trains for a couple of steps with the held-out evaluation on, then evaluates what the run saved with the
+same flags and --eval_only: the same sampling settings, prompts and seed give the same completions and metrics as
+the run's own evaluation after training; and nothing trains or is saved.
+"""
+
+import json
+
+import pytest
+from conftest import run_script
+
+RUNS = {
+    "grpo": ["--max_steps", 2, "--logging_steps", 1],
+    "ppo": ["--total_episodes", 128],  # 2 PPO updates of 64 prompts
+}
+LORA = ["--use_peft", "--lora_r", 4, "--lora_alpha", 8, "--lora_target_modules", "q_proj", "v_proj",
+        "--learning_rate", 0.01]  # a rate at which 2 steps move the adapter's greedy completions
+
+
+@pytest.mark.parametrize("script", ["grpo", "ppo"])
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_eval_only_scores_a_saved_policy_as_training_did(tmp_path, script, lora):
+    flags = [*RUNS[script], "--eval_num_samples", 2, "--eval_max_prompts", 6, "--seed", 3, *(LORA if lora else [])]
+    trained, evaluated = tmp_path / "trained", tmp_path / "evaluated"
+    run_script(f"{script}_trl_example.py", *flags, "--output_dir", trained, cwd=tmp_path)
+    proc = run_script(f"{script}_trl_example.py", *flags, "--model_name_or_path", trained, "--eval_only",
+                      "--output_dir", evaluated, cwd=tmp_path)
+
+    training, only = (json.loads((out / "eval.json").read_text()) for out in (trained, evaluated))
+    assert training["before_per_prompt"] != training["after_per_prompt"]  # training moved it, so the check can fail
+    assert only["model"] == training["after"] and only["model_per_prompt"] == training["after_per_prompt"]
+    assert only["sampling"] == training["sampling"] and only["num_prompts"] == training["num_prompts"] == 6
+    assert "before" not in only and "after" not in only
+
+    # nothing trained or was saved: the table has the one column, and the folder holds eval.json alone
+    assert f"{'reward':<14}{'metric':<18}{'model':>8}\n" in proc.stdout
+    assert "steps in" not in proc.stdout and sorted(p.name for p in evaluated.iterdir()) == ["eval.json"]
+    if lora:  # the adapter's folder, loaded on its base model
+        assert (trained / "adapter_config.json").exists() and not (trained / "model.safetensors").exists()
+
+
+def test_eval_only_needs_samples(tmp_path, fails_early):
+    assert fails_early(tmp_path, "--eval_only").startswith("error: --eval_only evaluates --eval_num_samples K")
