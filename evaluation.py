@@ -360,5 +360,6 @@ def format_table(columns: dict[str, dict]) -> str:
     fmt = lambda v: f"{v:8.3f}" if v is not None else f"{'-':>8}"  # noqa: E731
     for name, metrics in list(columns.values())[-1].items():
         for metric in metrics:
-            lines.append(f"{name:<14}{metric:<18}" + "".join(fmt(c.get(name, {}).get(metric)) for c in columns.values()))
+            values = (column.get(name, {}).get(metric) for column in columns.values())
+            lines.append(f"{name:<14}{metric:<18}" + "".join(map(fmt, values)))
     return "\n".join(lines)

@@ -412,8 +412,8 @@ def evaluate_only(policy, tokenizer, eval_dataset, eval_source: str, reward_func
     if policy.get_input_embeddings().num_embeddings < len(tokenizer):  # a new pad token, as in training
         policy.resize_token_embeddings(len(tokenizer))
     policy.config.pad_token_id = tokenizer.pad_token_id
-    policy.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                                pad_token_id=tokenizer.pad_token_id)  # as in training: see main
+    policy.generation_config = GenerationConfig(  # as in training (see main): none of the model's shipped processors
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     eval_rewards = reward_funcs
     if training_args.reward_model_path:
         rm_kwargs = {k: v for k, v in model_kwargs.items() if k != "revision"}  # --model_revision is the policy's
