@@ -404,26 +404,48 @@ def training_sampling(trainer: PPOTrainer) -> Sampling:
     return Sampling(config, end)
 
 
+def load_reward_model(path: str, model_kwargs: dict):
+    """The reward model of --reward_model_path, in eval mode, loaded as the policy is but for --model_revision,
+    which is the policy's."""
+    rm_kwargs = {k: v for k, v in model_kwargs.items() if k != "revision"}
+    return AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, **rm_kwargs).eval()
+
+
+def reward_model_reward(reward_model, tokenizer) -> RewardModelReward:
+    """The reward model as the held-out evaluation's reward: it scores the policy's own ids, as in training."""
+    return RewardModelReward(
+        reward_model, "reward_model",
+        lambda prompt, completion, completion_ids: prompt_token_ids(tokenizer, prompt) + completion_ids,
+        tokenizer.pad_token_id,
+    )
+
+
+def fit_to_tokenizer(model, tokenizer) -> None:
+    """Give `model` the tokenizer's pad token: an embedding row if set_ppo_pad_token added a new one, and its id."""
+    if model.get_input_embeddings().num_embeddings < len(tokenizer):
+        model.resize_token_embeddings(len(tokenizer))
+    model.config.pad_token_id = tokenizer.pad_token_id
+
+
+def plain_generation_config(tokenizer) -> GenerationConfig:
+    """The policy's generation config while PPO samples from it: its special tokens, and none of the processors
+    (repetition_penalty, no_repeat_ngram_size, ...) a model may ship, since PPO scores the samples with the plain
+    policy (see main)."""
+    return GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                            pad_token_id=tokenizer.pad_token_id)
+
+
 def evaluate_only(policy, tokenizer, eval_dataset, eval_source: str, reward_funcs: list,
                   script_args: PPOScriptArguments, training_args: PPOConfig, model_kwargs: dict) -> None:
     """--eval_only: the held-out evaluation of `policy` as it is, sampled as PPOTrainer would sample it, with no
     value model, reference or trainer; eval.json and the table, as a training run writes them."""
     state = PartialState()
-    if policy.get_input_embeddings().num_embeddings < len(tokenizer):  # a new pad token, as in training
-        policy.resize_token_embeddings(len(tokenizer))
-    policy.config.pad_token_id = tokenizer.pad_token_id
-    policy.generation_config = GenerationConfig(  # as in training (see main): none of the model's shipped processors
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    fit_to_tokenizer(policy, tokenizer)
+    policy.generation_config = plain_generation_config(tokenizer)
     eval_rewards = reward_funcs
     if training_args.reward_model_path:
-        rm_kwargs = {k: v for k, v in model_kwargs.items() if k != "revision"}  # --model_revision is the policy's
-        reward_model = AutoModelForSequenceClassification.from_pretrained(
-            training_args.reward_model_path, num_labels=1, **rm_kwargs).eval().to(state.device)
-        eval_rewards = [RewardModelReward(
-            reward_model, "reward_model",
-            lambda prompt, completion, completion_ids: prompt_token_ids(tokenizer, prompt) + completion_ids,
-            tokenizer.pad_token_id,
-        )]
+        reward_model = load_reward_model(training_args.reward_model_path, model_kwargs).to(state.device)
+        eval_rewards = [reward_model_reward(reward_model, tokenizer)]
     # PPOTrainer's stop token: the eos with --stop_token eos, else --stop_token_id (None: the length limit)
     stop = tokenizer.eos_token_id if training_args.stop_token == "eos" else training_args.stop_token_id
     sampling = training_sampling(SimpleNamespace(args=training_args, processing_class=tokenizer, stop_token_id=stop))
@@ -685,10 +707,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
     reward_model = None
     if training_args.reward_model_path:
-        rm_kwargs = {k: v for k, v in model_kwargs.items() if k != "revision"}  # --model_revision is the policy's
-        reward_model = AutoModelForSequenceClassification.from_pretrained(
-            training_args.reward_model_path, num_labels=1, **rm_kwargs
-        ).eval()
+        reward_model = load_reward_model(training_args.reward_model_path, model_kwargs)
 
     # trl 1.12's PPOTrainer reads --activation_checkpointing (the old --gradient_checkpointing) but never turns it on
     if training_args.activation_checkpointing:
@@ -698,18 +717,14 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
             model.activation_checkpointing_enable(kwargs or None, every_n_layers=layers, offload=offload)
 
     for model in (policy, ref_policy, value_model, reward_model):
-        if model is None:
-            continue
-        if model.get_input_embeddings().num_embeddings < len(tokenizer):  # a new pad token was added above
-            model.resize_token_embeddings(len(tokenizer))
-        model.config.pad_token_id = tokenizer.pad_token_id
+        if model is not None:
+            fit_to_tokenizer(model, tokenizer)  # a new pad token, if set_ppo_pad_token added one
     # PPOTrainer samples with a GenerationConfig of its own (temperature, top_k 0, top_p 1) that `generate` completes
     # from the policy's generation_config: a repetition_penalty or no_repeat_ngram_size that the model ships would
     # shape the samples, while PPO scores them with the plain policy. So the policy samples with none of them during
     # training, and gets its own config back before it is saved.
     shipped_generation_config = policy.generation_config
-    policy.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                                pad_token_id=tokenizer.pad_token_id)
+    policy.generation_config = plain_generation_config(tokenizer)
 
     ################
     # Rewards
@@ -744,11 +759,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     # Held-out pass@k / maj@k when training starts and ends (--eval_num_samples K), each process on its own slice,
     # from the same prompt ids as training. A reward model scores the policy's ids, as in training.
     if script_args.eval_num_samples > 0:
-        eval_rewards = reward_funcs or [RewardModelReward(
-            trainer.reward_model.reward_model, "reward_model",
-            lambda prompt, completion, completion_ids: prompt_token_ids(tokenizer, prompt) + completion_ids,
-            tokenizer.pad_token_id,
-        )]
+        eval_rewards = reward_funcs or [reward_model_reward(trainer.reward_model.reward_model, tokenizer)]
 
         @contextmanager
         def policy_for_generation():
