@@ -390,6 +390,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         trainer.add_callback(evaluator)
         if script_args.eval_only:
             evaluator.evaluate_only(trainer.state.global_step)
+            trainer.accelerator.wait_for_everyone()  # as at the end of training: no process leaves before the main one
             trainer.accelerator.end_training()
             return
 
