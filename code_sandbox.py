@@ -28,8 +28,9 @@ One run:
 Forging a pass of a checked assert therefore needs the values the trainer compares with, which the sandbox never
 sees: an object whose `__eq__` is always True is not plain data, a report line written with a token dug out of
 the harness's memory is a second line for its job, and rewriting the jobs in the harness's memory changes only
-what is evaluated (or the kind of line, which voids the report), never what the trainer compares it with. Asserts that compare two computed values (`assert f(x) == g(y)`) or use `and` / `or` still
-run inside the sandbox, where the code can subvert them.
+what is evaluated (or the kind of line, which voids the report), never what the trainer compares it with.
+Asserts that compare two computed values (`assert f(x) == g(y)`) or use `and` / `or` still run inside the sandbox,
+where the code can subvert them.
 
 Sandbox modes, strongest first; `sandbox_mode()` picks the first that runs a trivial job on this machine
 (set CODE_SANDBOX=bwrap|unshare|rlimits to require one, e.g. CODE_SANDBOX=bwrap in production):

@@ -68,8 +68,8 @@ class _DropLogRecord(logging.Filter):
 # - trl 1.12's PPOTrainer asks `generate` for its scores (output_scores, return_dict_in_generate) beside a
 #   generation config, which transformers 5.23 logs once as deprecated.
 logging.getLogger("transformers.generation.utils").addFilter(_DropLogRecord(
-    r"Passing `generation_config` together with generation-related arguments=\(\{'(output_scores|return_dict_in_generate)"
-    r"', '(output_scores|return_dict_in_generate)'\}\)"))
+    r"Passing `generation_config` together with generation-related arguments="
+    r"\(\{'(output_scores|return_dict_in_generate)', '(output_scores|return_dict_in_generate)'\}\)"))
 
 # File extensions `--dataset_name` accepts for a single local file, and the `datasets` builder for each.
 LOCAL_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -226,7 +226,8 @@ def check_gpu_options(training_args, model_args) -> None:
         needs.append(("--use_vllm", "vllm", 'pip install "vllm>=0.19,<=0.27.1"'))
     if model_args.load_in_4bit or model_args.load_in_8bit:
         if not model_args.use_peft:
-            raise SystemExit("error: --load_in_4bit/--load_in_8bit quantize a frozen base: add --use_peft to train LoRA on it")
+            raise SystemExit("error: --load_in_4bit/--load_in_8bit quantize a frozen base: "
+                             "add --use_peft to train LoRA on it")
         needs.append(("--load_in_4bit/--load_in_8bit", "bitsandbytes", "pip install bitsandbytes"))
     for flag, package, install in needs:
         if not torch.cuda.is_available():
@@ -299,7 +300,8 @@ def load_prompt_dataset(
 
     Args:
         dataset_name: a hub id (`openai/gsm8k`), a local folder that `datasets` can read
-            (e.g. `train.jsonl` + `test.jsonl`), or a single .jsonl/.json/.csv/.parquet file (its only split is `train`).
+            (e.g. `train.jsonl` + `test.jsonl`), or a single .jsonl/.json/.csv/.parquet file (its only split is
+            `train`).
         dataset_config: the hub dataset's config name (`main` for GSM8K), if it has several.
         prompt_column: the column holding the prompt; it is renamed to `prompt`. It may hold a string
             (standard format) or a list of `{"role", "content"}` messages (conversational format).
@@ -309,7 +311,8 @@ def load_prompt_dataset(
 
     Returns:
         A DatasetDict; a missing train split, an empty split or a missing prompt column stops the script with
-        a message naming what is there. Every other column (e.g. `answer`) is kept: the reward functions receive it as a kwarg.
+        a message naming what is there. Every other column (e.g. `answer`) is kept: the reward functions receive it
+        as a kwarg.
     """
     path = Path(dataset_name)
     if path.is_file() and path.suffix not in LOCAL_FILE_BUILDERS:
@@ -357,7 +360,8 @@ def load_prompt_dataset(
 
 
 # How to supply a column a reward needs without preprocessing, where a flag exists for it.
-COLUMN_FLAGS = {"answer": "--dataset_answer_column", "solution": "--dataset_answer_column", "prompt": "--dataset_prompt_column"}
+COLUMN_FLAGS = {"answer": "--dataset_answer_column", "solution": "--dataset_answer_column",
+                "prompt": "--dataset_prompt_column"}
 
 
 def check_reward_columns(reward_funcs, column_names: list[str], dataset_name: str) -> None:
@@ -615,7 +619,8 @@ def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str) -> s
             return checkpoint
         except (OSError, json.JSONDecodeError):
             print(f"skipping incomplete checkpoint {checkpoint}")
-    raise SystemExit(f"error: --resume_from_checkpoint {resume_from_checkpoint}: no complete checkpoint in {output_dir}")
+    raise SystemExit(f"error: --resume_from_checkpoint {resume_from_checkpoint}: "
+                     f"no complete checkpoint in {output_dir}")
 
 
 def plot_rewards(history: list[dict], reward_keys: list[str], path: Path, title: str) -> None:

@@ -187,7 +187,8 @@ def text_encoder(tokenizer, chat_template_kwargs: dict | None = None):
 
     def encode(prompt, completion, completion_ids) -> list[int]:
         if is_conversational({"prompt": prompt}):
-            text = apply_chat_template({"messages": prompt + completion}, tokenizer, **(chat_template_kwargs or {}))["text"]
+            messages = {"messages": prompt + completion}
+            text = apply_chat_template(messages, tokenizer, **(chat_template_kwargs or {}))["text"]
         else:
             text = prompt + completion
         return tokenizer(text=text, add_special_tokens=False)["input_ids"]
@@ -200,7 +201,8 @@ def mean(values) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: list[list[str]], num_samples: int) -> dict:
+def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: list[list[str]],
+               num_samples: int) -> dict:
     """The metrics of one reward over all prompts: rewards [prompt][sample], greedy_rewards [prompt]."""
     metrics = {"mean_reward": mean(r for rs in rewards for r in rs)}
     if not getattr(reward_func, "correctness", False):
@@ -313,8 +315,8 @@ class BeforeAfterEval(TrainerCallback):
     def run(self, when: str, step: int) -> None:
         s = self.settings
         if self.accelerator.is_main_process:
-            print(f"evaluating ({when}, step {step}): {s['num_prompts']} prompts x {s['num_samples']} samples + greedy, "
-                  f"on {self.accelerator.num_processes} process(es)")
+            print(f"evaluating ({when}, step {step}): {s['num_prompts']} prompts x {s['num_samples']} samples "
+                  f"+ greedy, on {self.accelerator.num_processes} process(es)")
         start = time.perf_counter()
         per_prompt = []
         with self.generation_model() as model:

@@ -247,7 +247,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         attn_implementation=model_args.attn_implementation,
     )
     tokenizer = AutoTokenizer.from_pretrained(
-        model_args.model_name_or_path, revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code
+        model_args.model_name_or_path, revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code
     )
     if tokenizer.pad_token is None:  # GPT-2-style tokenizers; GRPO masks everything after the first eos anyway
         tokenizer.pad_token = tokenizer.eos_token
@@ -287,7 +288,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         training_args.eval_strategy = "no"
     # One evaluation of the held-out prompts, not two: with --eval_num_samples the before/after evaluation measures
     # them, so GRPOTrainer's own (every --eval_steps, and again at the last step) is off unless the run asks for it.
-    if script_args.eval_num_samples > 0 and training_args.eval_strategy != "no" and "eval_strategy" not in options_set():
+    eval_on = script_args.eval_num_samples > 0 and training_args.eval_strategy != "no"
+    if eval_on and "eval_strategy" not in options_set():
         print("--eval_num_samples evaluates the held-out prompts before and after training; GRPOTrainer's periodic "
               "evaluation of the same prompts is off (set --eval_strategy steps to have both)")
         training_args.eval_strategy = "no"

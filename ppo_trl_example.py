@@ -159,7 +159,8 @@ UNSUPPORTED_OPTIONS = {
     "liger_kernel_config": _OWN_LOOP + "never applies Liger kernels",
     "use_cache": "generation always uses the KV cache",
     # precision, compilation, distribution: set them through accelerate instead
-    "bf16": _ACCELERATOR + "load the models in bf16 with --dtype bfloat16, or use accelerate launch --mixed_precision bf16",
+    "bf16": _ACCELERATOR + "load the models in bf16 with --dtype bfloat16, "
+            "or use accelerate launch --mixed_precision bf16",
     "fp16": _ACCELERATOR + "use --dtype float16, or accelerate launch --mixed_precision fp16",
     "bf16_full_eval": "there is no evaluation loop; use --dtype bfloat16",
     "fp16_full_eval": "there is no evaluation loop; use --dtype float16",
@@ -580,8 +581,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         raise SystemExit("error: trl 1.12's PPOTrainer cannot resume from a checkpoint (trl #2657): it restores "
                          "neither the value model nor the optimizer. Start the run again, or use GRPO, which resumes")
     if training_args.save_strategy in ("epoch", "best"):
-        raise SystemExit(f"error: --save_strategy {training_args.save_strategy} never saves under trl 1.12's PPOTrainer, "
-                         "which has no epochs or evaluation; use --save_strategy steps --save_steps N")
+        raise SystemExit(f"error: --save_strategy {training_args.save_strategy} never saves under trl 1.12's "
+                         "PPOTrainer, which has no epochs or evaluation; use --save_strategy steps --save_steps N")
     if training_args.reward_model_path and script_args.reward_weights is not None:
         raise SystemExit("error: --reward_weights weighs --reward_funcs, which --reward_model_path replaces")
     if model_args.load_in_4bit or model_args.load_in_8bit:
@@ -792,7 +793,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 if __name__ == "__main__":
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
     # bf16 stays off: PPOTrainer's Accelerator would ignore it (precision comes from --dtype or accelerate launch).
-    parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **{**device_defaults(), "bf16": False})
+    parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL,
+                                    **{**device_defaults(), "bf16": False})
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
     configure_tracking(training_args)
     check_launch(training_args, deepspeed_ok=False)

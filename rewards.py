@@ -76,7 +76,8 @@ OPERATOR_THEN_NUMBER = re.compile(r"\s*[-+*/^×÷]\s*[-+]?\.?\d")
 
 
 # Keyword arguments that the trainers pass to every reward; a reward that requires any other one needs that column.
-TRAINER_KWARGS = ("completions", "prompts", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
+TRAINER_KWARGS = ("completions", "prompts", "completion_ids", "trainer_state", "log_extra", "log_metric",
+                  "environments")
 
 
 def reward_spec(columns=(), correctness: bool = False, final_answer: Callable[[str], str | None] | None = None):
@@ -517,7 +518,8 @@ def get_repetition_reward(max_completion_length: int, ngram_size: int = 3, max_p
 
 
 def length_reward(completion_ids, max_completion_length: int, **kwargs) -> list[float]:
-    """1 - |n - L/2| / (L/2) for a completion of n tokens under a budget of L tokens, at least 0 (see `get_length_reward`)."""
+    """1 - |n - L/2| / (L/2) for a completion of n tokens under a budget of L tokens, at least 0
+    (see `get_length_reward`)."""
     target = max_completion_length / 2
     return [max(0.0, 1.0 - abs(len(ids) - target) / target) for ids in completion_ids]
 
@@ -671,7 +673,7 @@ class CheckedReward:
         for i, reward in enumerate(rewards):
             if reward is None:
                 continue
-            sample = lambda: f"sample {i} ({completion_text(completions[i])[:60]!r})"  # noqa: E731, only on error
+            sample = lambda i=i: f"sample {i} ({completion_text(completions[i])[:60]!r})"  # noqa: E731, only on error
             if isinstance(reward, bool) or not isinstance(reward, (int, float)):
                 raise RewardError(f"reward '{self.__name__}' returned {reward!r} ({type(reward).__name__}) for "
                                   f"{sample()}; rewards must be floats, or None to skip a sample")
@@ -780,7 +782,8 @@ def get_reward_funcs(names: list[str], max_completion_length: int, options: list
             if not callable(func):
                 raise ValueError(f"reward '{name}' is a {type(func).__name__}, not a function")
             # async rewards go to GRPOTrainer as they are: it runs them concurrently, unchecked
-            funcs.append(func if inspect.iscoroutinefunction(func) else CheckedReward(getattr(func, "__name__", attr), func))
+            func_name = getattr(func, "__name__", attr)
+            funcs.append(func if inspect.iscoroutinefunction(func) else CheckedReward(func_name, func))
         else:
             raise ValueError(
                 f"unknown reward '{name}'; choose one of: {', '.join(reward_names())}, "

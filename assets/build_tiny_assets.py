@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from datasets import Dataset
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast, LlamaConfig, LlamaForCausalLM, set_seed
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, set_seed
 from trl import SFTConfig, SFTTrainer
 
 HERE = Path(__file__).resolve().parent
@@ -72,7 +72,8 @@ def sampled_accuracy(model, tokenizer, rows: list[dict], samples: int = 8) -> fl
     correct = 0
     for row in rows:
         ids = tokenizer(row["prompt"], return_tensors="pt").input_ids.repeat(samples, 1)
-        out = model.generate(ids, do_sample=True, temperature=1.0, max_new_tokens=4, pad_token_id=tokenizer.eos_token_id)
+        out = model.generate(ids, do_sample=True, temperature=1.0, max_new_tokens=4,
+                             pad_token_id=tokenizer.eos_token_id)
         texts = tokenizer.batch_decode(out[:, ids.shape[1] :], skip_special_tokens=True)
         correct += sum(t.strip() == row["answer"] for t in texts)
     return correct / (samples * len(rows))

@@ -77,8 +77,8 @@ def convert(gguf: Path, output_dir: Path) -> None:
     shutil.rmtree(output_dir, ignore_errors=True)
     os.replace(tmp, output_dir)
     n = sum(p.numel() for p in model.parameters())
-    print(f"wrote {output_dir}: {type(model).__name__}, {n / 1e6:.1f}M parameters in fp32, vocabulary {len(tokenizer)}, "
-          f"eos {tokenizer.eos_token!r}, pad {tokenizer.pad_token!r}")
+    print(f"wrote {output_dir}: {type(model).__name__}, {n / 1e6:.1f}M parameters in fp32, "
+          f"vocabulary {len(tokenizer)}, eos {tokenizer.eos_token!r}, pad {tokenizer.pad_token!r}")
 
 
 def main(argv=None) -> Path:

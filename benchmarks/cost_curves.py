@@ -100,7 +100,8 @@ SMOLLM2_RECIPES = {"grpo": "recipes/SmolLM2-135M-Instruct/grpo/config_chat_addit
 LORA = ["--use_peft", "--lora_r", "16", "--lora_alpha", "32", "--lora_target_modules", "all-linear"]
 # (script, completion length, LoRA?, extra flags): both scripts at two lengths, full and LoRA; then, at the recipes'
 # own point, activation checkpointing (off by default on a CPU) and GRPO's generation options that might help a CPU
-SMOLLM2_POINTS = [(script, length, lora, []) for script in ("grpo", "ppo") for length in (16, 64) for lora in (False, True)]
+SMOLLM2_POINTS = [(script, length, lora, [])
+                  for script in ("grpo", "ppo") for length in (16, 64) for lora in (False, True)]
 SMOLLM2_POINTS += [("grpo", 16, False, ["--activation_checkpointing", "true"]),
                    ("ppo", 16, False, ["--activation_checkpointing", "true"]),
                    ("grpo", 16, False, ["--cache_implementation", "static"]),
@@ -155,8 +156,8 @@ def main_smollm2(args) -> None:
     (args.output_dir / "cost_curves_smollm2.json").write_text(json.dumps(
         {"command": " ".join(["python", "benchmarks/cost_curves.py", *sys.argv[1:]]), "matmul_gflops": rate,
          "results": results}, indent=1) + "\n")
-    print("\n| script | length | LoRA | flags | s/step | ms/completion | TFLOP/step | GFLOP/s | of matmul | peak RSS MiB |\n"
-          "|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    print("\n| script | length | LoRA | flags | s/step | ms/completion | TFLOP/step | GFLOP/s | of matmul "
+          "| peak RSS MiB |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
     for r in results:
         cells = (f"failed: {r['failed']} | | | | |" if "failed" in r else
                  f"{r['step_s']} | {r['ms_per_completion']} | {r['tflop_per_step']} | {r['gflops']} | "

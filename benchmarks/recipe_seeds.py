@@ -74,7 +74,7 @@ def run(config: Path, variant: str, flags: list[str], seed: int, threads: int) -
 
 def table(rows: list[dict]) -> str:
     keys = [k for k in rows[0] if k not in ("variant", "seed", "command")]
-    lines = [f"| variant | seed | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
+    lines = ["| variant | seed | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
     for variant in dict.fromkeys(r["variant"] for r in rows):
         mine = [r for r in rows if r["variant"] == variant]
         lines += [f"| {variant} | {r['seed']} | " + " | ".join(f"{r[k]:.3f}" if abs(r[k]) < 100 else f"{r[k]:.0f}"

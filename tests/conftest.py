@@ -36,7 +36,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def accelerate_ddp(num_processes: int = 2, port: int | None = None, machines: tuple[int, int] | None = None) -> list[str]:
+def accelerate_ddp(num_processes: int = 2, port: int | None = None,
+                   machines: tuple[int, int] | None = None) -> list[str]:
     """`accelerate launch` with accelerate_configs/ddp.yaml; on a CPU-only machine the processes talk over gloo.
 
     `machines=(machine_rank, num_machines)` launches one "machine" of a multi-node run, all on 127.0.0.1.
@@ -335,7 +336,9 @@ def smollm2() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     with FileLock(str(REPO / "assets" / ".convert_gguf.lock")):  # one pytest-xdist worker converts, the other waits
-        proc = subprocess.run([sys.executable, str(REPO / "assets" / "convert_gguf.py")], capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, str(REPO / "assets" / "convert_gguf.py")], capture_output=True,
+                              text=True)
     if proc.returncode != 0:
-        pytest.fail(f"assets/convert_gguf.py exited with {proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+        pytest.fail(f"assets/convert_gguf.py exited with {proc.returncode}:\n"
+                    f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
     return SMOLLM2

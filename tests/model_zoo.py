@@ -27,7 +27,8 @@ TINY_MODEL = REPO / "assets" / "tiny-llama-addition"
 WORDS = ("the a of to and in is it that for on was with as he she they you we her his at by an be this from or "
          "had not but what all were when there can more if no out so said up one about how many each then total "
          "apples eggs dollars cookies people miles hours buy sold left has have add sum answer think step post "
-         "subreddit title summary wrote reddit my friend today week work money time day year help advice please").split()
+         "subreddit title summary wrote reddit my friend today week work money time day year help advice please"
+         ).split()
 
 
 def corpus(n: int = 400, seed: int = 0) -> list[str]:
@@ -78,7 +79,8 @@ def build_pythia(out_dir: Path, reward_model: bool = False) -> Path:
     """Stands in for EleutherAI/pythia-* and the cleanrl TL;DR SFT and reward models of TRL's PPO example:
     a GPT-NeoX whose GPT-2-style tokenizer has `<|endoftext|>` as BOS and eos and no pad token.
     Policy and reward model built here share one tokenizer, as PPO needs."""
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, GPTNeoXForSequenceClassification, PreTrainedTokenizerFast
+    from transformers import (GPTNeoXConfig, GPTNeoXForCausalLM, GPTNeoXForSequenceClassification,
+                              PreTrainedTokenizerFast)
 
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=byte_level_bpe(["<|endoftext|>"]),
                                         bos_token="<|endoftext|>", eos_token="<|endoftext|>")

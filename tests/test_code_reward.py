@@ -652,7 +652,8 @@ def test_hostile_completions_as_an_ordinary_user(mode, tmp_path):
     # chained; `is`; truthiness; `not`
     (["assert add(1, 2) > 2", "assert add(1, 2) in (3, 4)", "assert add(1, 2)", "assert 0 < add(1, 2) <= 3"], 1.0),
     (["assert add(1, 2) != 3", "assert 4 <= add(1, 2)", "assert add(1, 2) not in [3]", "assert not add(1, -1)"], 0.25),
-    (["assert add(1, 0) is True", "assert add([], []) is not None", "assert add(0.5, 0.5) == 1"], 2 / 3),  # 1 is not True
+    # 1 is not True
+    (["assert add(1, 0) is True", "assert add([], []) is not None", "assert add(0.5, 0.5) == 1"], 2 / 3),
     (["assert add(None, None) is None", "assert add('a', 'b') < 1", "assert add(1, 'b')"], 0.0),  # TypeErrors fail
     (["assert add(1, 2) == sum([1, 2])", "assert add(1, 2) and add(2, 2)"], 1.0),  # two computed values: in the sandbox
 ])
@@ -671,5 +672,6 @@ def test_the_bundled_task_is_graded_in_the_trainer():
 
 
 def test_numpy_like_values_are_read_through_tolist():
-    code = "class Vector(list):\n    def tolist(self):\n        return list(self)\ndef add(a, b):\n    return Vector([a, b])\n"
+    code = ("class Vector(list):\n    def tolist(self):\n        return list(self)\n"
+            "def add(a, b):\n    return Vector([a, b])\n")
     assert run_many([(code, ["assert add(1, 2) == [1, 2]", "assert add(1, 2) == [2, 1]"])], limits=FAST) == [0.5]

@@ -11,7 +11,8 @@ from rewards import get_reward_funcs
 
 
 def test_correctness_rewards_get_pass_at_k_whatever_their_name():
-    """`code` declares itself a correctness reward, so it gets pass@k, but no maj@k: it has no final answer to vote on."""
+    """`code` declares itself a correctness reward, so it gets pass@k, but no maj@k: it has no final answer to vote
+    on."""
     [code] = get_reward_funcs(["code"], max_completion_length=8)
     rewards = [[1.0, 0.5], [0.0, 0.0], [1.0, 1.0]]  # [prompt][sample]: a 0.5 passes half the asserts, not the task
     metrics = metrics_of(code, rewards, greedy_rewards=[1.0, 0.0, 0.5], texts=[["a", "b"]] * 3, num_samples=2)
@@ -60,7 +61,8 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
     calls = []
 
     def fake_generate(model, tokenizer, prompt_ids, num_samples, sampling, batch_size=16):
-        calls.append((num_samples, sampling.config.do_sample, sampling.config.temperature, sampling.config.max_new_tokens))
+        config = sampling.config
+        calls.append((num_samples, config.do_sample, config.temperature, config.max_new_tokens))
         texts = [completions[tuple(ids)][0] if sampling.config.do_sample else [completions[tuple(ids)][1]]
                  for ids in prompt_ids]
         return texts, [[[0] * len(t) for t in sample] for sample in texts]

@@ -213,7 +213,8 @@ def test_default_run_learns(tmp_path):
 
 @pytest.mark.parametrize("recipe", sorted((REPO / "recipes").glob("*/grpo/*.yaml")), ids=lambda p: p.parent.parent.name)
 def test_recipes_parse(recipe):
-    """Every GRPO recipe's keys are real options (TrlParser rejects unknown keys), and it overrides the tiny settings."""
+    """Every GRPO recipe's keys are real options (TrlParser rejects unknown keys), and it overrides the tiny
+    settings."""
     from trl import GRPOConfig, ModelConfig, TrlParser
 
     import grpo_trl_example as script

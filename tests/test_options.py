@@ -70,8 +70,8 @@ ACTS = {
         model_name_or_path model_revision no_signal_patience num_mini_batches num_ppo_epochs
         num_sample_generations optim optim_args optim_target_modules output_dir per_device_eval_batch_size
         per_device_train_batch_size project push_to_hub report_to response_length resume_from_checkpoint
-        reward_funcs reward_model_path reward_options reward_weights run_name save_on_each_node save_only_model save_steps
-        save_strategy save_total_limit seed sft_model_path stop_on_no_signal stop_token stop_token_id
+        reward_funcs reward_model_path reward_options reward_weights run_name save_on_each_node save_only_model
+        save_steps save_strategy save_total_limit seed sft_model_path stop_on_no_signal stop_token stop_token_id
         system_prompt temperature tf32 total_episodes trackio_bucket_id trackio_space_id
         trackio_static_space_id trust_remote_code use_cpu use_dora use_peft use_rslora value_model_path
         vf_coef warmup_steps weight_decay whiten_rewards
@@ -104,7 +104,8 @@ def test_every_option_is_audited(name):
     unsupported = set(SCRIPTS[name].UNSUPPORTED_OPTIONS)
     assert not unsupported & ACTS[name], "an option cannot both act and be refused"
     assert all_fields == ACTS[name] | unsupported, (
-        f"new options: {sorted(all_fields - ACTS[name] - unsupported)}; gone: {sorted((ACTS[name] | unsupported) - all_fields)}."
+        f"new options: {sorted(all_fields - ACTS[name] - unsupported)}; "
+        f"gone: {sorted((ACTS[name] | unsupported) - all_fields)}."
         " Check what each new one does in the trainer and add it to ACTS or to the script's UNSUPPORTED_OPTIONS")
 
 
@@ -116,7 +117,7 @@ def test_each_unsupported_option_is_refused_when_set(name):
     defaults = parser.parse_args_into_dataclasses(args=[])
     parsed = parser.parse_args_into_dataclasses(args=[])
     refuse_ignored_fields(SCRIPTS[name].UNSUPPORTED_OPTIONS, defaults, *parsed)  # the defaults pass: no false alarm
-    for option, why in SCRIPTS[name].UNSUPPORTED_OPTIONS.items():
+    for option in SCRIPTS[name].UNSUPPORTED_OPTIONS:
         args = next(a for a in parsed if hasattr(a, option))
         default, unset = getattr(args, option), object()
         setattr(args, option, unset)

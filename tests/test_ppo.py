@@ -90,7 +90,8 @@ def test_ppo_pad_token_is_none_of_the_models_stop_tokens(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL)
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|eot_id|>", "<|reserved_special_token_1|>"]})
     tokenizer.pad_token = "<|eot_id|>"
-    GenerationConfig(eos_token_id=[tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|eot_id|>")]).save_pretrained(
+    eos_ids = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|eot_id|>")]
+    GenerationConfig(eos_token_id=eos_ids).save_pretrained(
         tmp_path)
     set_ppo_pad_token(tokenizer, str(tmp_path))
     assert tokenizer.pad_token == "<unk>"
@@ -172,7 +173,8 @@ def parse(*flags):
     import ppo_trl_example as ppo
 
     parser = TrlParser((ppo.PPOScriptArguments, PPOConfig, ModelConfig))
-    parser.set_defaults_with_config(**ppo.TINY_TASK_DEFAULTS, **ppo.TUNED_FOR_TINY_MODEL, **{**device_defaults(), "bf16": False})
+    parser.set_defaults_with_config(**ppo.TINY_TASK_DEFAULTS, **ppo.TUNED_FOR_TINY_MODEL,
+                                    **{**device_defaults(), "bf16": False})
     return parser.parse_args_and_config(args=[str(flag) for flag in flags])
 
 
@@ -497,7 +499,8 @@ def test_yaml_config_with_value_model_and_ppo_settings(tmp_path):
 
 def test_pad_token_equal_to_eos_and_the_held_out_split(tmp_path, addition_rows):
     """A tokenizer whose pad token is its eos (PPOTrainer would cut every eos off as padding) gets a pad token of its
-    own, one its vocabulary has; a dataset without a test split has a seeded 10% of train held out for the evaluation, and never trained on."""
+    own, one its vocabulary has; a dataset without a test split has a seeded 10% of train held out for the
+    evaluation, and never trained on."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model_dir = tmp_path / "pad-is-eos"
@@ -512,7 +515,8 @@ def test_pad_token_equal_to_eos_and_the_held_out_split(tmp_path, addition_rows):
 
     saved = AutoTokenizer.from_pretrained(out)
     assert saved.pad_token == "<unk>" and saved.pad_token_id != saved.eos_token_id  # a token it has: nothing grows
-    assert AutoModelForCausalLM.from_pretrained(out).get_input_embeddings().num_embeddings == len(saved) == len(tokenizer)
+    embeddings = AutoModelForCausalLM.from_pretrained(out).get_input_embeddings()
+    assert embeddings.num_embeddings == len(saved) == len(tokenizer)
     rows = read_jsonl(out / "completions.jsonl")
     assert any(r["accuracy"] == 1.0 for r in rows)  # completions still end at eos and are scored
 
@@ -558,8 +562,9 @@ def test_refuses_to_resume(tmp_path, fails_early):
 def test_no_signal_watchdog(tmp_path):
     (tmp_path / "const.py").write_text("def one(completions, **kwargs):\n    return [1.0] * len(completions)\n")
     out = tmp_path / "out"
-    proc = run_script(SCRIPT, "--reward_funcs", "const.one", "--total_episodes", 16 * 10, "--per_device_train_batch_size",
-                      16, "--no_signal_patience", 3, "--stop_on_no_signal", "--output_dir", out, cwd=tmp_path,
+    proc = run_script(SCRIPT, "--reward_funcs", "const.one", "--total_episodes", 16 * 10,
+                      "--per_device_train_batch_size", 16, "--no_signal_patience", 3, "--stop_on_no_signal",
+                      "--output_dir", out, cwd=tmp_path,
                       env={"PYTHONPATH": str(tmp_path)})
     assert "WARNING: no learning signal for 3 logging steps (step 3): the mean reward has stayed at 1" in proc.stdout
     assert json.loads((out / "summary.json").read_text())["global_step"] == 3

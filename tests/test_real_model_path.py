@@ -44,7 +44,8 @@ def models(tmp_path_factory):
 def spied_run(tmp_path, script: str, *args):
     (tmp_path / "spy.py").write_text(SPY)
     (tmp_path / "never.py").write_text(NONE_REWARD)
-    proc = run_script(script, *args, "--output_dir", tmp_path / "out", cwd=tmp_path, launcher=[str(tmp_path / "spy.py")],
+    proc = run_script(script, *args, "--output_dir", tmp_path / "out", cwd=tmp_path,
+                      launcher=[str(tmp_path / "spy.py")],
                       env={"SPY_FILE": str(tmp_path / "spy.jsonl"), "PYTHONPATH": str(tmp_path)})
     calls = read_jsonl(tmp_path / "spy.jsonl")
     train = {tuple(c["ids"]) for c in calls if not c["eval"]}
@@ -58,7 +59,8 @@ def expected_ids(model_dir, prompts) -> set[tuple]:
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     return {tuple(tokenizer(p).input_ids) if isinstance(p, str) else
-            tuple(tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
+            tuple(tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True,
+                                                return_dict=True)["input_ids"])
             for p in prompts}
 
 

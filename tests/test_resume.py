@@ -18,7 +18,8 @@ from common import read_jsonl_lenient
 def test_grpo_kill_and_resume(tmp_path):
     out = tmp_path / "out"
     steps = 60
-    args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--save_steps", 10, "--eval_strategy", "no"]
+    args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--save_steps", 10,
+            "--eval_strategy", "no"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **THREADS}
     proc = subprocess.Popen([sys.executable, str(REPO / "grpo_trl_example.py"), *map(str, args)], cwd=tmp_path,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

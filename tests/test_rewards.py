@@ -294,7 +294,8 @@ def test_checked_reward_passes_none_and_numbers_through():
 
 
 def test_dotted_rewards_are_checked_and_keep_their_name(tmp_path, monkeypatch):
-    (tmp_path / "user_rewards_checked.py").write_text("def shout(completions, **kw):\n    return ['loud'] * len(completions)\n")
+    (tmp_path / "user_rewards_checked.py").write_text(
+        "def shout(completions, **kw):\n    return ['loud'] * len(completions)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     [reward] = get_reward_funcs(["user_rewards_checked.shout"], max_completion_length=8)
     assert reward.__name__ == "shout"

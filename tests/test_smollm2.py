@@ -151,7 +151,8 @@ def task_prompts(split: str) -> list:
 
 
 def assert_model_moved(saved_dir, start_dir):
-    saved, start = safetensors_weights(saved_dir / "model.safetensors"), safetensors_weights(start_dir / "model.safetensors")
+    saved = safetensors_weights(saved_dir / "model.safetensors")
+    start = safetensors_weights(start_dir / "model.safetensors")
     assert set(saved) == set(start) and all(saved[k].shape == start[k].shape for k in start)
     assert any(".layers." in k and not torch.equal(saved[k], start[k]) for k in start), "no transformer weight moved"
 
