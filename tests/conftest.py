@@ -1,5 +1,7 @@
 """Shared test helpers: run a training script the way a user does, and build tiny variants of the bundled model."""
 
+import atexit
+import functools
 import importlib.metadata
 import json
 import os
@@ -8,15 +10,18 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
 # No hub: every model and dataset the tests use is in the repo. Set before anything imports huggingface_hub, which
 # reads it once, so that the scripts run in a test's own process (`fails_early`) see it as a subprocess does.
 os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+START_ENV = dict(os.environ)  # before any test changes it: the environment the warm interpreter starts with
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from warm_python import WarmPython  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = REPO / "assets" / "tiny-llama-addition"
@@ -50,10 +55,31 @@ def accelerate_ddp(num_processes: int = 2, port: int | None = None,
     return launcher
 
 
-# Tests that launch several processes run one at a time, on one pytest-xdist worker: two of them side by side put 4
-# processes on 2 cores, and a process waiting in a gloo collective on a peer that is not scheduled waits long
-# (measured: the ZeRO-3 test took 150 s in the suite and 39 s alone).
+# Tests that launch several processes run one at a time, on one pytest-xdist worker, and with the machine to
+# themselves (`machine_share`): beside any other run, their processes outnumber the cores, and a process waiting in
+# a gloo collective on a peer that is not scheduled waits long (measured: the ZeRO-3 test took 150 s beside another
+# multi-process test, 113 s beside single-process tests, 39 s alone).
 MULTIPROCESS = pytest.mark.xdist_group("multiprocess")
+
+
+@pytest.fixture(autouse=True)
+def machine_share(request, tmp_path_factory):
+    """A multi-process test (MULTIPROCESS) holds the machine alone; every other test shares it with the others.
+
+    A readers-writer lock over the pytest-xdist workers (flock on files in their shared temporary folder), with a
+    turnstile so that a waiting multi-process test is not starved by the other worker's stream of tests.
+    """
+    import fcntl
+
+    folder = tmp_path_factory.getbasetemp()  # one per pytest run; under pytest-xdist, one per worker in one for the run
+    folder = folder.parent if os.environ.get("PYTEST_XDIST_WORKER") else folder
+    exclusive = any(m.args == ("multiprocess",) for m in request.node.iter_markers("xdist_group"))
+    with open(folder / "machine.lock", "a") as machine, open(folder / "turnstile.lock", "a") as turnstile:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(machine, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield  # both locks are released when their files close
 
 
 # One torch thread per run unless a test says otherwise. A 0.4M-parameter model gains nothing from a second thread,
@@ -73,22 +99,38 @@ FATAL = ("Fatal Python error", "terminate called", "  what():", "*** ", "free():
 
 
 def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bool = True, timeout: int = 300,
-               launcher: list[str] = ()):
+               launcher: list[str] = (), fresh: bool = False):
     """Run `python [launcher] <script> <args>` from `cwd` with the hub switched off, as a user would.
 
+    A run in one process is a child forked from a warm interpreter that has imported the libraries already
+    (tests/warm_python.py), unless `fresh` is set, the run's environment changes what they read on import, or
+    $FRESH_PYTHON=1: then, like a launcher such as `accelerate launch`, it is a fresh `python` process.
     Fails the test with the script's output if it exits non-zero and `check` is set.
     """
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **THREADS, **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, *launcher, str(REPO / script), *map(str, args)],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-    )
+    # From the environment pytest started with, not os.environ now: what tests in this process left there (accelerate
+    # sets PYTORCH_NVML_BASED_CUDA_CHECK=1 when asked whether CUDA is available) is no part of a user's shell.
+    env = {**START_ENV, **THREADS, **(env or {})}
+    argv = [*launcher, str(REPO / script), *map(str, args)]
+    one_process = not launcher or (len(launcher) == 1 and launcher[0].endswith(".py"))  # the spy launcher is one
+    if one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1" and warm_python().can_fork(env):
+        proc = warm_python().run(argv, cwd=cwd, env=env, timeout=timeout)
+    else:
+        proc = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
     if check and proc.returncode != 0:
         # A launcher's traceback fills the end of stderr; a process's own fatal error can sit far above it.
         fatal = [line for line in proc.stderr.splitlines() if line.startswith(FATAL)]
         pytest.fail(f"{script} exited with {proc.returncode}\n--- stdout ---\n{proc.stdout[-3000:]}"
                     f"\n--- stderr ---\n{proc.stderr[-6000:]}\n--- fatal errors in stderr ---\n" + "\n".join(fatal))
     return proc
+
+
+@functools.cache
+def warm_python() -> WarmPython:
+    """This pytest worker's warm interpreter, started on first use with the environment run_script gives a run."""
+    warm = WarmPython({**START_ENV, **THREADS}, Path(tempfile.mkdtemp(prefix="warm-python-")))
+    atexit.register(warm.close)
+    return warm
 
 
 class WeightsLoaded(BaseException):
@@ -121,7 +163,8 @@ def fails_early(capfd, monkeypatch):
             in_process: bool = True, keep_stdout: bool = False) -> str:
         out = tmp_path / "out"
         if not in_process:
-            proc = run_script(script, *args, "--output_dir", out, cwd=tmp_path, env=env, check=False)
+            proc = run_script(script, *args, "--output_dir", out, cwd=tmp_path, env=env, check=False,
+                              fresh=True)
             returncode, stderr = proc.returncode, proc.stderr
             assert "Loading weights" not in proc.stderr + proc.stdout
         else:

@@ -24,8 +24,9 @@ def answer_of(prompt: str) -> str:
 @pytest.mark.newest_trl
 def test_default_task_outputs(tmp_path):
     out = tmp_path / "out"
+    # a fresh process, as every other run in one process is not (tests/warm_python.py): what it prints is all its own
     proc = run_script(SCRIPT, "--output_dir", out, "--max_steps", 4, "--logging_steps", 1, "--eval_steps", 2,
-                      cwd=tmp_path)
+                      cwd=tmp_path, fresh=True)
     assert_no_preventable_warnings(proc.stdout + proc.stderr)
 
     # metrics.jsonl: one line per logging step, with the total reward and each reward function's mean

@@ -244,7 +244,8 @@ def test_data_and_reward_model_mismatches_stop_before_any_model_loads(tmp_path, 
 def test_default_task_outputs(tmp_path):
     out = tmp_path / "out"
     # TRL's sample tables after updates 1 and 3 score test prompts too; those scores must not leak into the logs
-    proc = run_script(SCRIPT, "--output_dir", out, *TINY, "--num_sample_generations", 2, cwd=tmp_path)
+    # a fresh process, as every other run in one process is not (tests/warm_python.py): what it prints is all its own
+    proc = run_script(SCRIPT, "--output_dir", out, *TINY, "--num_sample_generations", 2, cwd=tmp_path, fresh=True)
     assert "model response" in proc.stdout
     assert_no_preventable_warnings(proc.stdout + proc.stderr)  # TRL's experimental notice aside
 
