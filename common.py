@@ -40,7 +40,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
 
 # Upstream warnings that every run would print and that mean nothing for it, each silenced by its exact message,
-# never wholesale (README, "What a run prints"):
+# never wholesale (docs/outputs.md, "What a run prints"):
 # - trl 1.12 (trl/models/utils.py, PPOTrainer) and peft 0.21 call transformers 5.23's deprecated names for the
 #   activation checkpointing methods, which forward to the new ones;
 for _name in ("is_gradient_checkpointing", "gradient_checkpointing_enable", "gradient_checkpointing_disable"):

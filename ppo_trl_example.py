@@ -241,7 +241,7 @@ class PPOScriptArguments(ScriptArguments):
     reward_options: list[str] = field(
         default_factory=list,
         metadata={"help": "Options of the named rewards, as <reward>.<option>=<value>, e.g. overlong.buffer=0.5 "
-                          "repetition.ngram_size=4 code.timeout=5 (README, Rewards, lists each reward's options)."},
+                          "repetition.ngram_size=4 code.timeout=5 (docs/rewards.md lists each reward's options)."},
     )
     reward_weights: list[float] | None = field(
         default=None,

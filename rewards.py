@@ -23,7 +23,7 @@ To add your own reward, write it in your own module (next to your script or on P
         return [float(len(completion_text(c)) < 1000) for c in completions]
 
 and pass `--reward_funcs accuracy my_module.my_reward`; or name it in this file with `@register(...)` (see
-`accuracy_reward`), the one place the scripts, the README table and the tests read a named reward from.
+`accuracy_reward`), the one place the scripts, docs/rewards.md's table and the tests read a named reward from.
 """
 
 import functools
@@ -133,12 +133,12 @@ def required_columns(reward_func) -> tuple:
 class NamedReward:
     """A reward as `--reward_funcs <name>` picks it: everything the scripts, the docs and the tests know about it.
 
-    Declared once, with `@register(...)` on the reward (or on its factory). The README's reward table, the `--help`
-    list, `reward_names()`, `--reward_options` and the hacking-probe tests all read it from here.
+    Declared once, with `@register(...)` on the reward (or on its factory). The reward table of docs/rewards.md, the
+    `--help` list, `reward_names()`, `--reward_options` and the hacking-probe tests all read it from here.
     """
 
     name: str
-    summary: str  # one line, for the README table and --help
+    summary: str  # one line, for the reward table of docs/rewards.md and --help
     make: Callable  # the reward function, or with `factory` a function building it
     factory: bool  # `make(max_completion_length=..., **options)` builds the reward
     # A completion that games the reward, the dataset columns it is scored with, and the reward it must stay below.
@@ -704,7 +704,7 @@ def reward_names() -> list[str]:
 
 
 def reward_table() -> str:
-    """The README's table of named rewards, one row per registered reward, with its options and their defaults."""
+    """docs/rewards.md's table of named rewards, one row per registered reward, with its options and defaults."""
     rows = ["| name | reward | options (`--reward_options name.option=value`) |", "|---|---|---|"]
     for name in reward_names():
         options = ", ".join(f"`{k}={v}`" for k, v in REWARDS[name].options.items())
@@ -833,7 +833,7 @@ def code_reward(completions, tests=None, limits=None, **kwargs) -> list[float | 
 
 
 @register("code", "the fraction of the row's `tests` asserts that pass when run after the completion's code, in a "
-          "sandbox ([below](#code-a-sandboxed-reward)); `None` (skipped) when the row has no tests",
+          "sandbox ([docs/code-sandbox.md](code-sandbox.md)); `None` (skipped) when the row has no tests",
           probe=("import sys\nsys.exit(0)", {"tests": ["assert add(1, 2) == 3"]}, 1.0),  # exits before the asserts
           factory=True)
 def get_code_reward(max_completion_length: int, timeout: float = 10.0) -> Callable:

@@ -217,8 +217,8 @@ def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = T
     assert (out / "reward_curve.png").read_bytes()[:4] == (out / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
-# What a run may print as a Python warning ("path:line: Category: message"), each kept on purpose (README, "What a
-# run prints"), and phrases of warnings the scripts prevent or silence at their source
+# What a run may print as a Python warning ("path:line: Category: message"), each kept on purpose (docs/outputs.md,
+# "What a run prints"), and phrases of warnings the scripts prevent or silence at their source
 KEPT_WARNINGS = {"TRLExperimentalWarning": "You are importing from 'trl.experimental'"}  # PPO lives there in trl 1.12
 PREVENTED_WARNINGS = ["is deprecated", "Passing `generation_config` together", "use_reentrant",
                       "degrees of freedom is <= 0", "None of the inputs have requires_grad"]

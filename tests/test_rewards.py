@@ -209,13 +209,14 @@ def test_bad_reward_options(options, message):
         get_reward_funcs(["overlong", "format"], max_completion_length=8, options=options)
 
 
-def test_readme_lists_every_named_reward():
-    """The README's reward table is `reward_table()`: regenerate it with `python -c "import rewards;
+def test_docs_list_every_named_reward():
+    """docs/rewards.md's reward table is `reward_table()`: regenerate it with `python -c "import rewards;
     print(rewards.reward_table())"` after registering a reward."""
     from conftest import REPO
 
     table = reward_table()
-    assert table in (REPO / "README.md").read_text(), f"README.md's reward table is out of date; it is now:\n{table}"
+    assert table in (REPO / "docs" / "rewards.md").read_text(), \
+        f"docs/rewards.md's reward table is out of date; it is now:\n{table}"
 
 
 @pytest.mark.parametrize("name", reward_names())

@@ -214,7 +214,7 @@ def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, recipe,
     assert train["temperature"] == pytest.approx(0.7) and train["max_new_tokens"] == 6
     if algo == "grpo":  # GRPOTrainer sets these itself; a processor it leaves unset is the model's, in eval too
         assert train["repetition_penalty"] == 1.0 and train["no_repeat_ngram_size"] == 4 and train["top_k"] == 0
-        # trl 1.12 stops on the tokenizer's eos only, of the model's two; from 1.14 on each of them (README, Install)
+        # trl 1.12 stops on the tokenizer's eos only, of the model's two; from 1.14 on each of them (docs/versions.md)
         assert train["eos_token_id"] == (2 if Version(importlib.metadata.version("trl")) < Version("1.14") else [2, 3])
     else:  # PPO samples from the plain policy, and pads with SmolLM2's unknown token
         assert train["repetition_penalty"] in (None, 1.0) and train["no_repeat_ngram_size"] in (None, 0)
