@@ -5,6 +5,7 @@ algorithm. Read the training scripts first; come here when you want to know how 
 
     parse_args()           TrlParser parsing: options that would have no effect refused, from a flag or a YAML key,
                            and valid batch sizes suggested when TRL rejects one
+    default_recipe()       a script's default run, from recipes/tiny/<algo>.yaml, and the settings tuned for it
     device_defaults()      CPU defaults (`use_cpu`, no bf16, no activation checkpointing) when there is no GPU
     options_set()          the options a run sets itself, as flags or in its --config YAML
     check_model_path()     a clear error for a model that is neither a directory nor on the hub
@@ -136,6 +137,31 @@ def tracking_lines(training_args) -> list[str]:
     return lines
 
 
+def default_recipe(path: Path, root: Path) -> tuple[dict, dict]:
+    """A script's default run, read from its recipe (recipes/tiny/<algo>.yaml): every key's value, and the keys
+    marked `# tuned` (settings that suit the tiny model only) with theirs.
+
+    A value naming a file or folder under `root` (the recipe's `assets/...`) becomes its absolute path, so that the
+    default run works from any working directory.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp()); (root / "assets").mkdir()
+    >>> _ = (root / "r.yaml").write_text("model_name_or_path: assets\\nlearning_rate: 3.0e-4  # tuned\\nseed: 42\\n")
+    >>> values, tuned = default_recipe(root / "r.yaml", root)
+    >>> values["model_name_or_path"] == str(root / "assets"), values["seed"], tuned
+    (True, 42, {'learning_rate': 0.0003})
+    """
+    import yaml
+
+    text = path.read_text()
+    values = yaml.safe_load(text)
+    for key, value in values.items():
+        if isinstance(value, str) and value and (root / value).exists():
+            values[key] = str(root / value)
+    tuned = {key: values[key] for key in re.findall(r"^(\w+):.*#\s*tuned\b", text, re.M)}
+    return values, tuned
+
+
 def device_defaults() -> dict:
     """Defaults for the training config that depend on the hardware.
 
@@ -263,7 +289,7 @@ def warn_if_tuned_defaults_kept(tiny_model: str, model_path: str, tuned: dict, t
     for almost any other, so say so up front rather than let a real run quietly go nowhere. `model_path` is the
     model that trains (PPO's `--sft_model_path` when set).
     """
-    if model_path == tiny_model:
+    if os.path.abspath(model_path) == os.path.abspath(tiny_model):  # the same path, relative or not
         return
     chosen = options_set()  # a value set on purpose (a recipe's learning rate that equals the tiny one) is no slip
     kept = {k: v for k, v in tuned.items() if k not in chosen and getattr(training_args, k) == v}

@@ -5,6 +5,9 @@ offline, in under a minute, and you can watch the reward rise:
 
     python grpo_trl_example.py
 
+Every default of that run is in one file, recipes/tiny/grpo.yaml (the same as
+`--config recipes/tiny/grpo.yaml` from the repository root).
+
 A real pretrained model, SmolLM2-135M-Instruct, on a CPU, offline, in about 10 minutes (README, "A real model
 on your CPU"):
 
@@ -71,6 +74,7 @@ from common import (
     check_reward_columns,
     check_reward_model,
     configure_tracking,
+    default_recipe,
     device_defaults,
     load_prompt_dataset,
     options_set,
@@ -93,31 +97,10 @@ from evaluation import (
 from rewards import get_reward_funcs, reward_names
 from tools import environment_names, get_environment_factory, get_tools, tool_names
 
-ASSETS = Path(__file__).resolve().parent / "assets"
-
-# With no flags the script trains the bundled tiny model on the bundled addition task
-# (assets/build_tiny_assets.py). These are only defaults; flags and --config override them.
-TINY_TASK_DEFAULTS = dict(
-    model_name_or_path=str(ASSETS / "tiny-llama-addition"),
-    dataset_name=str(ASSETS / "addition"),
-    reward_funcs=["accuracy"],
-    output_dir="outputs/grpo-tiny-addition",
-    num_generations=8,
-    beta=0.04,
-    logging_steps=10,
-    eval_strategy="steps",
-    eval_steps=100,
-    report_to="none",
-    seed=42,
-)
-# Settings tuned for the 0.4M-parameter tiny model. A real model needs its own: a recipe in recipes/ sets
-# every one of them, and the script warns when a run on another model leaves one of these unchanged.
-TUNED_FOR_TINY_MODEL = dict(
-    max_steps=300,
-    learning_rate=3e-4,
-    per_device_train_batch_size=16,  # completions per step: 2 prompts x 8 generations
-    max_completion_length=4,
-)
+HERE = Path(__file__).resolve().parent
+# Every default of a run without flags: the bundled tiny model on the bundled addition task. Flags and --config
+# override each; the keys it marks `# tuned` are the ones a run on another model is warned about keeping.
+DEFAULT_RECIPE = HERE / "recipes" / "tiny" / "grpo.yaml"
 
 
 # Options the parser accepts that would have no effect in this script (or would break it): setting one stops the
@@ -492,7 +475,8 @@ class LogEpisodes:
 
 if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
-    parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL, **device_defaults())
+    defaults, tuned = default_recipe(DEFAULT_RECIPE, root=HERE)
+    parser.set_defaults_with_config(**{**device_defaults(), **defaults})
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
     configure_tracking(training_args)
     check_gpu_options(training_args, model_args)
@@ -515,8 +499,7 @@ if __name__ == "__main__":
                          "with --tools, read the tool-call rate and rewards in summary.json, or set --eval_strategy "
                          "steps (GRPOTrainer's evaluation runs the tools)")
     check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts, script_args.eval_only)
-    warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS["model_name_or_path"], model_args.model_name_or_path,
-                                TUNED_FOR_TINY_MODEL, training_args)
+    warn_if_tuned_defaults_kept(defaults["model_name_or_path"], model_args.model_name_or_path, tuned, training_args)
     main(script_args, training_args, model_args)
     # Free the trainer now, while Python is fully alive. Left to the interpreter's shutdown, the DDP model's
     # gloo buffers are released from torch's threads after Python has stopped, which can abort the process

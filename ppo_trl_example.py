@@ -5,6 +5,9 @@ offline, in under a minute, and you can watch the reward rise:
 
     python ppo_trl_example.py
 
+Every default of that run is in one file, recipes/tiny/ppo.yaml (the same as
+`--config recipes/tiny/ppo.yaml` from the repository root).
+
 A real pretrained model, SmolLM2-135M-Instruct, on a CPU, offline, in about 10 minutes (README, "A real model
 on your CPU"):
 
@@ -85,8 +88,10 @@ from common import (
     check_reward_columns,
     check_reward_model,
     configure_tracking,
+    default_recipe,
     device_defaults,
     load_prompt_dataset,
+    options_set,
     parse_args,
     print_distributed_mode,
     warn_if_tuned_defaults_kept,
@@ -102,34 +107,10 @@ from evaluation import (
 )
 from rewards import get_reward_funcs, reward_names
 
-ASSETS = Path(__file__).resolve().parent / "assets"
-
-# With no flags the script trains the bundled tiny model on the bundled addition task
-# (assets/build_tiny_assets.py). These are only defaults; flags and --config override them.
-TINY_TASK_DEFAULTS = dict(
-    model_name_or_path=str(ASSETS / "tiny-llama-addition"),
-    dataset_name=str(ASSETS / "addition"),
-    reward_funcs=["accuracy"],
-    reward_model_path=None,  # PPOConfig's own default is a hub model; None scores with --reward_funcs
-    sft_model_path=None,  # PPOConfig's own default is a hub model; None trains --model_name_or_path
-    output_dir="outputs/ppo-tiny-addition",
-    stop_token="eos",  # a completion ends at its first eos; PPOTrainer turns everything after it into padding
-    temperature=1.0,
-    kl_coef=0.05,
-    num_sample_generations=0,  # TRL's sample tables; completions.jsonl already has every sampled completion
-    save_strategy="no",  # PPOTrainer cannot resume from a checkpoint; the model is saved at the end
-    report_to="none",
-    seed=42,
-)
-# Settings tuned for the 0.4M-parameter tiny model. A real model needs its own: a recipe in recipes/ sets
-# every one of them, and the script warns when a run on another model leaves one of these unchanged.
-TUNED_FOR_TINY_MODEL = dict(
-    total_episodes=2560,  # prompts sampled in all: 40 PPO updates of 64
-    learning_rate=3e-4,
-    per_device_train_batch_size=64,  # completions per update, one per prompt
-    num_mini_batches=4,  # 4 minibatches x num_ppo_epochs (4) = 16 optimizer steps per update
-    response_length=4,
-)
+HERE = Path(__file__).resolve().parent
+# Every default of a run without flags: the bundled tiny model on the bundled addition task. Flags and --config
+# override each; the keys it marks `# tuned` are the ones a run on another model is warned about keeping.
+DEFAULT_RECIPE = HERE / "recipes" / "tiny" / "ppo.yaml"
 
 
 # Options the parser accepts that would have no effect in this script: setting one stops the run and says why.
@@ -590,10 +571,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
                          "in full, and the policy is loaded unquantized")
     # TRL's PPO example loads the policy (and the reference) from --sft_model_path, the tokenizer from
     # --model_name_or_path. Here --sft_model_path, when set, is the policy; the tokenizer comes from it too unless
-    # --model_name_or_path names another checkpoint.
+    # the run sets --model_name_or_path too (as a flag or in its recipe).
     policy_path = training_args.sft_model_path or model_args.model_name_or_path
-    tokenizer_path = model_args.model_name_or_path if model_args.model_name_or_path != TINY_TASK_DEFAULTS[
-        "model_name_or_path"] else policy_path
+    tokenizer_path = model_args.model_name_or_path if "model_name_or_path" in options_set() else policy_path
     for flag, path in [("--sft_model_path", training_args.sft_model_path),
                        ("--value_model_path", script_args.value_model_path)]:
         if path:
@@ -792,17 +772,15 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
 if __name__ == "__main__":
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
-    # bf16 stays off: PPOTrainer's Accelerator would ignore it (precision comes from --dtype or accelerate launch).
-    parser.set_defaults_with_config(**TINY_TASK_DEFAULTS, **TUNED_FOR_TINY_MODEL,
-                                    **{**device_defaults(), "bf16": False})
+    defaults, tuned = default_recipe(DEFAULT_RECIPE, root=HERE)
+    parser.set_defaults_with_config(**{**device_defaults(), **defaults})
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
     configure_tracking(training_args)
     check_launch(training_args, deepspeed_ok=False)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts, script_args.eval_only)
     policy_path = training_args.sft_model_path or model_args.model_name_or_path  # the model that trains
-    warn_if_tuned_defaults_kept(TINY_TASK_DEFAULTS["model_name_or_path"], policy_path, TUNED_FOR_TINY_MODEL,
-                                training_args)
+    warn_if_tuned_defaults_kept(defaults["model_name_or_path"], policy_path, tuned, training_args)
     main(script_args, training_args, model_args)
     # Free the trainer now, while Python is fully alive. Left to the interpreter's shutdown, the DDP model's
     # gloo buffers are released from torch's threads after Python has stopped, which can abort the process

@@ -8,8 +8,8 @@ run it with the repo root on PYTHONPATH (bench_overhead.py does).
 
     PYTHONPATH=. python benchmarks/bare_grpo.py --max_steps 30 --output_dir benchmarks/outputs/bare
 
-The values below are grpo_trl_example.py's defaults for the bundled task (TINY_TASK_DEFAULTS,
-TUNED_FOR_TINY_MODEL and device_defaults()). bench_overhead.py compares the resolved GRPOConfig of both runs and
+The values below are grpo_trl_example.py's defaults for the bundled task (recipes/tiny/grpo.yaml and
+device_defaults()). bench_overhead.py compares the resolved GRPOConfig of both runs and
 prints any field that differs, so a drift between this file and the script shows up in the benchmark's output.
 """
 

@@ -199,6 +199,20 @@ def fails_early(capfd, monkeypatch):
     return run
 
 
+def script_parser(script):
+    """`script`'s (the imported module's) TrlParser with the script's own defaults, as its __main__ builds it, and
+    its default recipe's (values, tuned settings)."""
+    from common import default_recipe, device_defaults
+    from trl import ModelConfig, TrlParser
+
+    config = script.GRPOConfig if hasattr(script, "GRPOScriptArguments") else script.PPOConfig
+    arguments = getattr(script, "GRPOScriptArguments", None) or script.PPOScriptArguments
+    parser = TrlParser((arguments, config, ModelConfig))
+    defaults, tuned = default_recipe(script.DEFAULT_RECIPE, root=script.HERE)
+    parser.set_defaults_with_config(**{**device_defaults(), **defaults})
+    return parser, defaults, tuned
+
+
 def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = True) -> None:
     """What every single-process run of the bundled task must leave: summary.json whose reward means are those of
     metrics.jsonl, both plots, the printed summary. `bf16_on_gpu`: the script's precision default on a GPU."""

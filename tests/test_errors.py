@@ -1,7 +1,7 @@
 """Bad input gets one clear sentence, early, naming the problem and what would be valid."""
 
 import pytest
-from conftest import ADDITION, run_script, write_jsonl
+from conftest import ADDITION, TINY_MODEL, run_script, write_jsonl
 
 SCRIPT = "grpo_trl_example.py"
 TINY = ["--max_steps", 2, "--logging_steps", 1, "--eval_strategy", "no"]
@@ -109,16 +109,14 @@ def test_eval_with_no_prompts(tmp_path, script, fails_early):
 
 def test_ppo_warns_about_tiny_settings_for_the_policy_it_trains(tmp_path, addition_rows, fails_early, capfd):
     """The warning looks at the model that trains: PPO's --sft_model_path, when set, not --model_name_or_path."""
-    from ppo_trl_example import TINY_TASK_DEFAULTS
-
     model = tmp_path / "my-model"
-    model.symlink_to(TINY_TASK_DEFAULTS["model_name_or_path"])  # the tiny model's files under another name
+    model.symlink_to(TINY_MODEL)  # the tiny model's files under another name
     data = write_jsonl(tmp_path / "gold.jsonl", [{"prompt": r["prompt"], "gold": r["answer"]} for r in addition_rows])
     error = fails_early(tmp_path, "--sft_model_path", model, "--dataset_name", data, script="ppo_trl_example.py",
                         keep_stdout=True)  # stops at the missing gold column, after the warning
     assert error.startswith("error: reward 'accuracy' needs a column 'answer'")
     assert (f"WARNING: {model} runs with settings tuned for the bundled tiny model: --total_episodes 2560, "
-            "--learning_rate 0.0003, --per_device_train_batch_size 64, --num_mini_batches 4, --response_length 4"
+            "--per_device_train_batch_size 64, --num_mini_batches 4, --response_length 4, --learning_rate 0.0003"
             ) in capfd.readouterr().out
     # a setting given on purpose is not one kept by default, though it equals the tiny model's
     fails_early(tmp_path, "--sft_model_path", model, "--dataset_name", data, "--learning_rate", "3e-4",

@@ -7,9 +7,8 @@ import torch
 import yaml
 from conftest import (ADDITION, REPO, assert_adapter_trained, assert_no_preventable_warnings, assert_run_summary,
                       assert_summary_means, assert_trained, read_jsonl, run_script, spied, spied_calls,
-                      write_jsonl)
+                      script_parser, write_jsonl)
 
-from common import device_defaults
 from rewards import accuracy_reward, reward_names
 
 SCRIPT = "grpo_trl_example.py"
@@ -77,8 +76,8 @@ def test_conversational_prompts_with_system_prompt(tmp_path, chat_model, additio
     checkpointed = set(spied_calls(spy, "activation_checkpointing_enable"))
     assert checkpointed == ({"LlamaForCausalLM"} if torch.cuda.is_available() else set())
     # another model with the tiny model's learning rate and completion length: the user is told
-    assert "settings tuned for the bundled tiny model: --learning_rate 0.0003" in proc.stdout
-    assert "--max_completion_length 4" in proc.stdout
+    assert "settings tuned for the bundled tiny model: " in proc.stdout
+    assert "--learning_rate 0.0003" in proc.stdout and "--max_completion_length 4" in proc.stdout
     rows = read_jsonl(out / "completions.jsonl")
     assert rows and all(isinstance(r["completion"], str) for r in rows)
     # prompts are logged as the model saw them: system prompt first, chat template applied
@@ -216,15 +215,12 @@ def test_default_run_learns(tmp_path):
 def test_recipes_parse(recipe):
     """Every GRPO recipe's keys are real options (TrlParser rejects unknown keys), and it overrides the tiny
     settings."""
-    from trl import GRPOConfig, ModelConfig, TrlParser
-
     import grpo_trl_example as script
 
-    parser = TrlParser((script.GRPOScriptArguments, GRPOConfig, ModelConfig))
-    parser.set_defaults_with_config(**script.TUNED_FOR_TINY_MODEL, **device_defaults())
+    parser, defaults, tuned = script_parser(script)
     _, _, model_args = parser.parse_args_and_config(["--config", str(recipe)])
-    assert model_args.model_name_or_path != script.TINY_TASK_DEFAULTS["model_name_or_path"]
-    assert set(script.TUNED_FOR_TINY_MODEL) <= set(yaml.safe_load(recipe.read_text()))
+    assert model_args.model_name_or_path != defaults["model_name_or_path"]
+    assert tuned and set(tuned) <= set(yaml.safe_load(recipe.read_text()))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")

@@ -10,6 +10,7 @@ a field fails test_every_option_is_audited until the new field is sorted into on
 
 import pytest
 
+from conftest import script_parser
 import grpo_trl_example as grpo
 import ppo_trl_example as ppo
 
@@ -84,16 +85,13 @@ def parser_of(name: str):
     """The script's parser with the script's own defaults, as its __main__ builds it."""
     from dataclasses import fields
 
-    from common import device_defaults
-    from trl import GRPOConfig, ModelConfig, TrlParser
+    from trl import GRPOConfig, ModelConfig
     from trl.experimental.ppo import PPOConfig
 
     script = SCRIPTS[name]
     config = GRPOConfig if name == "grpo" else PPOConfig
     arguments = script.GRPOScriptArguments if name == "grpo" else script.PPOScriptArguments
-    parser = TrlParser((arguments, config, ModelConfig))
-    defaults = {**device_defaults(), "bf16": False} if name == "ppo" else device_defaults()
-    parser.set_defaults_with_config(**script.TINY_TASK_DEFAULTS, **script.TUNED_FOR_TINY_MODEL, **defaults)
+    parser, _, _ = script_parser(script)
     all_fields = {f.name for cls in (arguments, config, ModelConfig) for f in fields(cls)}
     return parser, all_fields
 
@@ -168,3 +166,29 @@ def test_a_recipe_of_acting_options_is_not_refused(tmp_path, name):
                                                         ["--config", str(tmp_path / "recipe.yaml"), "--seed", "3"])
     assert (training_args.learning_rate, model_args.lora_r, script_args.system_prompt, training_args.seed) == \
            (1e-5, 4, "Hi.", 3)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_default_run_is_its_recipe(name, monkeypatch):
+    """Every default of a run without flags comes from recipes/tiny/<algo>.yaml: from the repository root,
+    `--config recipes/tiny/<algo>.yaml` resolves to the same settings (paths relative, then, not absolute), and
+    only the keys the recipe marks `# tuned` are the ones the tiny-settings warning watches."""
+    import os
+    from dataclasses import asdict
+
+    from conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    parser, defaults, tuned = script_parser(SCRIPTS[name])
+    assert set(tuned) < set(defaults) and {"learning_rate"} <= set(tuned) and "seed" not in tuned
+    plain = parser.parse_args_and_config([])
+    parser, _, _ = script_parser(SCRIPTS[name])
+    recipe = parser.parse_args_and_config(["--config", f"recipes/tiny/{name}.yaml"])
+    for a, b in zip(plain, recipe):
+        a, b = asdict(a), asdict(b)
+        assert a.keys() == b.keys()
+        for key in a:
+            if key in ("model_name_or_path", "dataset_name"):
+                assert a[key] == os.path.abspath(b[key]) == defaults[key]
+            else:
+                assert a[key] == b[key], key

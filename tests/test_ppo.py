@@ -8,9 +8,8 @@ import pytest
 import torch
 from conftest import (ADDITION, MULTIPROCESS, RANK_PROBE, REPO, SHUTDOWN_PROBE, TINY_MODEL, accelerate_ddp,
                       assert_adapter_trained, assert_no_preventable_warnings, assert_run_summary, assert_summary_means,
-                      assert_trained, ddp_flags, read_jsonl, run_script, spied, spied_calls, write_jsonl)
+                      assert_trained, ddp_flags, read_jsonl, run_script, script_parser, spied, spied_calls, write_jsonl)
 
-from common import device_defaults
 from rewards import accuracy_reward, get_reward_funcs
 
 SCRIPT = "ppo_trl_example.py"
@@ -167,14 +166,9 @@ def test_reward_adapter_rejects_one_prompt_with_two_answers():
 
 def parse(*flags):
     """The script's own parsing of `flags`, in-process."""
-    from trl import ModelConfig, TrlParser
-    from trl.experimental.ppo import PPOConfig
-
     import ppo_trl_example as ppo
 
-    parser = TrlParser((ppo.PPOScriptArguments, PPOConfig, ModelConfig))
-    parser.set_defaults_with_config(**ppo.TINY_TASK_DEFAULTS, **ppo.TUNED_FOR_TINY_MODEL,
-                                    **{**device_defaults(), "bf16": False})
+    parser, _, _ = script_parser(ppo)
     return parser.parse_args_and_config(args=[str(flag) for flag in flags])
 
 
@@ -185,7 +179,9 @@ def test_recipe_sets_every_setting_tuned_for_the_tiny_model():
     script_args, training_args, model_args = parse("--config", recipe)
     assert model_args.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and script_args.dataset_name == "openai/gsm8k"
     assert script_args.reward_funcs == ["accuracy", "format"] and training_args.reward_model_path is None
-    for key, tiny_value in ppo.TUNED_FOR_TINY_MODEL.items():
+    _, _, tuned = script_parser(ppo)
+    assert tuned
+    for key, tiny_value in tuned.items():
         assert getattr(training_args, key) != tiny_value, key
 
 
