@@ -61,7 +61,7 @@ capabilities, bounding and inheritable sets included. The parent reads the repor
 report with a line that is not the harness's, and removes the work directory with coreutils, however deep (as
 root, also what the run's uid left in /tmp, /var/tmp and /dev/shm). Where the host lets us make memory cgroups
 (`memory_cgroups`), each run joins one before its sandbox starts, capped at `Limits.total_memory`, and every
-process left in it is killed after the run. `tests/test_code_reward.py` runs one hostile completion per attack
+process left in it is killed after the run. `tests/e2e/test_code_reward.py` runs one hostile completion per attack
 class in every mode, as root and as an ordinary user.
 
 Not protected in any mode: kernel exploits through the syscalls the filter allows; without cgroups, total

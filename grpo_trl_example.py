@@ -42,6 +42,12 @@ learning to use a calculator:
 Outputs in `--output_dir`: the model (or LoRA adapter), metrics.jsonl, completions.jsonl,
 summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_num_samples (with --eval_only,
 eval.json alone: the evaluation of a saved model or adapter, no training).
+
+To start your own, copy this script with the files it needs beside it (tests/e2e/test_copy.py runs such a copy):
+
+    common.py rewards.py evaluation.py recipes/tiny/grpo.yaml
+
+Optional, imported only when a run uses them: tools.py (--tools), code_sandbox.py (the `code` reward).
 """
 
 import gc
@@ -95,7 +101,11 @@ from evaluation import (
     up_to_first,
 )
 from rewards import get_reward_funcs, reward_names
-from tools import environment_names, get_environment_factory, get_tools, tool_names
+
+try:  # tool calling is optional: a copy of this script without tools.py runs, and refuses --tools
+    import tools as tool_registry
+except ImportError:
+    tool_registry = None
 
 HERE = Path(__file__).resolve().parent
 # Every default of a run without flags: the bundled tiny model on the bundled addition task. Flags and --config
@@ -104,7 +114,7 @@ DEFAULT_RECIPE = HERE / "recipes" / "tiny" / "grpo.yaml"
 
 
 # Options the parser accepts that would have no effect in this script (or would break it): setting one stops the
-# run and says why. The audit behind this list, and the list of every option that does act: tests/test_options.py.
+# run and says why. The audit behind this list, and the list of every option that does act: tests/unit/test_options.py.
 UNSUPPORTED_OPTIONS = {
     "dataset_streaming": "the script loads the whole dataset (it needs its length for the eval split and the "
                          "column checks); take a slice of a large dataset with --dataset_train_split 'train[:10%]'",
@@ -135,6 +145,11 @@ UNSUPPORTED_OPTIONS = {
 }
 
 
+def names(registry: str) -> list[str]:
+    """The names tools.py's `registry` (tool_names, environment_names) lists, for --help; none without tools.py."""
+    return getattr(tool_registry, registry)() if tool_registry else ["(none: tools.py is not beside this script)"]
+
+
 @dataclass
 class GRPOScriptArguments(ScriptArguments):
     """Script arguments on top of TRL's ScriptArguments (`dataset_name`, `dataset_config`,
@@ -158,15 +173,15 @@ class GRPOScriptArguments(ScriptArguments):
     )
     tools: list[str] = field(
         default_factory=list,
-        metadata={"help": f"Tools the model may call while it generates: {', '.join(tool_names())}, or a dotted path "
-                  "`module.function` to your own (tools.py says how to write one). Needs conversational prompts "
-                  "and a chat template that trl can parse tool calls from (Qwen2.5, Qwen3, Llama 3.1, ...); "
+        metadata={"help": f"Tools the model may call while it generates: {', '.join(names('tool_names'))}, or a "
+                  "dotted path `module.function` to your own (tools.py says how to write one). Needs conversational "
+                  "prompts and a chat template that trl can parse tool calls from (Qwen2.5, Qwen3, Llama 3.1, ...); "
                   "--max_tool_calling_iterations bounds the rounds of calls per completion."},
     )
     environment_factory: str | None = field(
         default=None,
         metadata={"help": f"A stateful environment, one instance per rollout, whose public methods are tools: "
-                  f"{', '.join(environment_names())}, or a dotted path `module.Class` (tools.py, Notebook)."},
+                  f"{', '.join(names('environment_names'))}, or a dotted path `module.Class` (tools.py, Notebook)."},
     )
     dataset_prompt_column: str = field(
         default="prompt",
@@ -334,7 +349,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
 
     def latest_completions() -> list[dict]:
         # GRPOTrainer keeps the texts and rewards of its last generation batch, gathered from all processes, in
-        # `_logs`: a private attribute in trl 1.12 (tests/test_trl_private_api.py fails if it changes). Its public
+        # `_logs`: a private attribute in trl 1.12 (tests/unit/test_trl_private_api.py fails if it changes). Its public
         # `log_completions` writes the same batch to parquet, but an eval log at the same step overwrites that file
         # with eval completions, so it cannot tell training samples apart. Prompts are as the model saw them.
         logs = trainer._logs
@@ -438,9 +453,13 @@ def load_tools(script_args: GRPOScriptArguments, tokenizer, model_name: str) -> 
     failure stops the run with one line, before any weights load."""
     if not script_args.tools and not script_args.environment_factory:
         return [], None
+    if tool_registry is None:
+        raise SystemExit("error: --tools and --environment_factory need tools.py beside this script (the tool "
+                         "registry and its checks): copy it from the repository")
     try:
-        tools = get_tools(script_args.tools)
-        factory = get_environment_factory(script_args.environment_factory) if script_args.environment_factory else None
+        tools = tool_registry.get_tools(script_args.tools)
+        factory = (tool_registry.get_environment_factory(script_args.environment_factory)
+                   if script_args.environment_factory else None)
     except ValueError as err:  # an unknown name, an import error, a tool without type hints or docstring
         raise SystemExit(f"error: {err}") from None
     if not supports_tool_calling(tokenizer):

@@ -51,6 +51,12 @@ Outputs in `--output_dir`: the policy (a plain causal LM, or the LoRA adapter), 
 summary.json, reward_curve.png, training_curves.png, and eval.json with --eval_num_samples (with --eval_only,
 eval.json alone: the evaluation of a saved model or adapter, no training). The value model is
 not saved.
+
+To start your own, copy this script with the files it needs beside it (tests/e2e/test_copy.py runs such a copy):
+
+    common.py rewards.py evaluation.py recipes/tiny/ppo.yaml
+
+Optional, imported only when a run uses it: code_sandbox.py (the `code` reward).
 """
 
 import gc
@@ -116,7 +122,7 @@ DEFAULT_RECIPE = HERE / "recipes" / "tiny" / "ppo.yaml"
 # Options the parser accepts that would have no effect in this script: setting one stops the run and says why.
 # trl 1.12's PPOTrainer skips Trainer's __init__ and training loop, builds a plain Accelerator and its own dataloader,
 # so many TrainingArguments do nothing there. The audit behind this list, and the list of every option that does
-# act: tests/test_options.py.
+# act: tests/unit/test_options.py.
 _OWN_LOOP = "trl 1.12's PPOTrainer runs its own training loop, which "
 _NO_EVAL = _OWN_LOOP + "never evaluates; --eval_num_samples K evaluates before and after training"
 _ACCELERATOR = "PPOTrainer builds its Accelerator without it; "

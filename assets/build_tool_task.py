@@ -15,7 +15,7 @@ prompt. Its first turn calls the calculator on `--tool_fraction` of the prompts 
 and every prompt also teaches the answer that follows the calculator's result (reading it back is the hard part
 for a model this small). So the starting policy calls the tool on some prompts (0.28 of samples), and is then
 mostly right, and answers from memory, always wrongly, on the others; GRPO with the `accuracy` reward
-raises both the tool-call rate and the accuracy (tests/test_tools.py, BENCHMARKS.md section 4). The outputs are
+raises both the tool-call rate and the accuracy (tests/e2e/test_tools.py, BENCHMARKS.md section 4). The outputs are
 committed; this script exists so they can be rebuilt and audited. Seeded; about 4 minutes on 2 CPU cores. It
 prints a check of the result: tool-call rate 0.28, accuracy 0.80 with a call and 0.00 without, for the
 committed model.

@@ -26,8 +26,8 @@ from harness import repo_relative, run_logged
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = REPO / "benchmarks" / "outputs" / "learning_seeds"
-# The commands the learning tests run: tests/test_grpo.py and tests/test_ppo.py (test_default_run_learns), and
-# tests/test_tools.py (test_tool_task_learns).
+# The commands the learning tests run: tests/e2e/test_grpo.py and tests/e2e/test_ppo.py (test_default_run_learns), and
+# tests/e2e/test_tools.py (test_tool_task_learns).
 SCRIPTS = {"grpo": ("grpo_trl_example.py", ["--eval_num_samples", "8"]),
            "ppo": ("ppo_trl_example.py", ["--eval_num_samples", "8"]),
            "tools": ("grpo_trl_example.py", ["--config", "recipes/tiny/tools.yaml"])}

@@ -4,7 +4,7 @@ For each seed: the tiny task for --steps steps under `accelerate launch --config
 --num_processes 2` (16 completions per process), and in one process with the same global batch (32 completions a
 step, `--per_device_train_batch_size 32`). The processes sample with their own random streams, so the two runs cannot
 agree completion for completion; what must agree is the reward curve, within the spread this measures. Prints and
-saves, per seed, the mean reward of each run over its steps and their difference; tests/test_multiprocess.py allows
+saves, per seed, the mean reward of each run over its steps and their difference; tests/e2e/test_multiprocess.py allows
 a little more than the largest difference.
 
     python benchmarks/zero3_vs_one_process.py            # 5 seeds, ~3 min on 2 cores

@@ -55,6 +55,13 @@ def accelerate_ddp(num_processes: int = 2, port: int | None = None,
     return launcher
 
 
+def pytest_collection_modifyitems(items):
+    """Every test under tests/e2e/ runs a script end to end: `slow`, so that `pytest -m "not slow"` leaves it out."""
+    for item in items:
+        if (REPO / "tests" / "e2e") in item.path.parents:
+            item.add_marker(pytest.mark.slow)
+
+
 # Tests that launch several processes run one at a time, on one pytest-xdist worker, and with the machine to
 # themselves (`machine_share`): beside any other run, their processes outnumber the cores, and a process waiting in
 # a gloo collective on a peer that is not scheduled waits long (measured: the ZeRO-3 test took 150 s beside another
@@ -149,8 +156,8 @@ def fails_early(capfd, monkeypatch):
     A run that stops at its option checks spends ~10 s of a ~10.5 s subprocess importing torch, transformers and trl,
     so by default the script runs in the test's own process, as `python script.py` runs it (`runpy`, `__main__`,
     sys.argv, the working directory and the environment set; the environment is restored after), with loading any
-    model's weights made an error. `in_process=False` runs it as a real subprocess: tests/test_errors.py does for one
-    case of each script, which shows the exit code and stderr of a real process. `keep_stdout=True` leaves an
+    model's weights made an error. `in_process=False` runs it as a real subprocess: tests/unit/test_errors.py does
+    for one case of each script, which shows the exit code and stderr of a real process. `keep_stdout=True` leaves an
     in-process run's stdout in `capfd` for the test to read.
     """
     import runpy

@@ -32,7 +32,7 @@ def test_default_task_outputs(tmp_path):
     metrics = read_jsonl(out / "metrics.jsonl")
     train_logs = [m for m in metrics if "reward" in m]
     assert [m["step"] for m in train_logs] == [1, 2, 3, 4]
-    # keys docs/outputs.md lists, and those training_curves.png draws (tests/test_plots.py)
+    # keys docs/outputs.md lists, and those training_curves.png draws (tests/unit/test_plots.py)
     assert all({"kl", "loss", "rewards/accuracy/mean", "completions/mean_length"} <= set(m) for m in train_logs)
     assert [m["step"] for m in metrics if "eval_reward" in m] == [2, 4]  # the test split is used for eval
 

@@ -92,7 +92,7 @@ def test_saving_reads_an_attribute_only_trainer_init_sets():
 
 def test_get_reward_reads_the_backbone_by_base_model_prefix_and_the_score_head():
     """RewardAdapter has no weights; get_reward must still reach it through these two names
-    (tests/test_ppo.py checks the scores it gives through get_reward)."""
+    (tests/e2e/test_ppo.py checks the scores it gives through get_reward)."""
     from trl.experimental.utils import get_reward
 
     source = inspect.getsource(get_reward)

@@ -19,6 +19,7 @@ def test_dotted_reward_that_cannot_be_imported(tmp_path, fails_early):
     assert "cannot import reward 'no_such_module.fn' (No module named 'no_such_module')" in error
 
 
+@pytest.mark.slow  # trains until the reward is called
 def test_reward_that_raises_names_the_function_and_sample(tmp_path):
     (tmp_path / "fragile.py").write_text(
         "def picky(completions, answer, **kwargs):\n"
@@ -30,9 +31,11 @@ def test_reward_that_raises_names_the_function_and_sample(tmp_path):
     assert "ZeroDivisionError: float division by zero" in stderr  # the original error is kept
 
 
+@pytest.mark.slow  # trains until the reward is called
 def test_reward_with_bad_output(tmp_path):
     """A reward's output is checked where GRPOTrainer calls it, on the whole batch of the step (16 completions);
-    tests/test_rewards.py checks each kind of bad output (nan, inf, a string, the wrong count) on the checker itself."""
+    tests/unit/test_rewards.py checks each kind of bad output (nan, inf, a string, the wrong count) on the checker
+    itself."""
     (tmp_path / "odd_rewards.py").write_text("def odd(completions, **kwargs):\n    return [1.0]\n")
     stderr = fails_with(tmp_path, "--reward_funcs", "odd_rewards.odd", *TINY, env={"PYTHONPATH": str(tmp_path)})
     assert "reward 'odd' returned 1 values for 16 completions" in stderr
@@ -70,6 +73,7 @@ def test_hub_id_while_offline(tmp_path, fails_early):
     assert "is not a local directory, and the hub is offline (HF_HUB_OFFLINE=1)" in error
 
 
+@pytest.mark.slow  # a real process
 def test_missing_gold_column_stops_before_any_model_loads(tmp_path, addition_rows, fails_early):
     """`accuracy` on data whose gold column is not `answer`: one sentence naming the columns there and the flag that
     maps one, before any model loads (without the check the reward is None for every sample and nothing is learned)."""
@@ -92,6 +96,7 @@ def test_options_that_cannot_work_stop_early(tmp_path, flags, message, fails_ear
     assert message in fails_early(tmp_path, *flags)
 
 
+@pytest.mark.slow  # a real process
 def test_ppo_prompt_holding_its_pad_token(tmp_path, fails_early):
     """PPO pads with the bundled tokenizer's `<unk>`, which it also writes for a character it does not know: such a
     prompt would lose that token to the padding mask, so the run stops before any weights load."""

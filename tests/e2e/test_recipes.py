@@ -4,7 +4,7 @@ Only what this machine cannot have is replaced: the model by a tiny random model
 (tests/model_zoo.py), the hub dataset by a local one of the same layout, vLLM by TRL's own generation, and the
 lengths and step counts by tiny ones. LoRA targets, activation checkpointing, schedulers, eval, system prompts,
 save limits, reward models: all run as the recipe sets them. SmolLM2-135M-Instruct's recipes run on the real model,
-in tests/test_smollm2.py.
+in tests/e2e/test_smollm2.py.
 """
 
 import json
@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import REPO, read_jsonl, run_script
 
-# SmolLM2-135M-Instruct's recipes run on the real model itself, under a spy, in tests/test_smollm2.py
+# SmolLM2-135M-Instruct's recipes run on the real model itself, under a spy, in tests/e2e/test_smollm2.py
 RECIPES = sorted(p for p in (REPO / "recipes").glob("*/*/*.yaml")
                  if not p.is_relative_to(REPO / "recipes" / "SmolLM2-135M-Instruct"))
 MODEL_KEYS = ("model_name_or_path", "sft_model_path", "reward_model_path", "value_model_path")

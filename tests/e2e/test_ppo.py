@@ -247,7 +247,7 @@ def test_default_task_outputs(tmp_path):
 
     metrics = check_train_logs(out, 4, ["accuracy"])
     assert all(m["reward"] == pytest.approx(m["rewards/accuracy/mean"]) for m in metrics)  # one reward, weight 1
-    assert all("objective/kl" in m for m in metrics)  # training_curves.png's KL panel (tests/test_plots.py)
+    assert all("objective/kl" in m for m in metrics)  # training_curves.png's KL panel (tests/unit/test_plots.py)
 
     # completions.jsonl: every completion of every update, with its reward
     rows = read_jsonl(out / "completions.jsonl")

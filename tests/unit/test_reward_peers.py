@@ -1,8 +1,8 @@
 """A peer-style table for `accuracy` and `format`: the classes of case that public reward suites test, in cases of
 our own.
 
-Sources studied (for the classes, not copied): open-r1's `tests/test_rewards.py` (accuracy on boxed LaTeX, format
-variants), TRL's `tests/test_rewards.py` (accuracy_reward, think_format_reward, unparseable golds), and
+Sources studied (for the classes, not copied): open-r1's `tests/unit/test_rewards.py` (accuracy on boxed LaTeX, format
+variants), TRL's `tests/unit/test_rewards.py` (accuracy_reward, think_format_reward, unparseable golds), and
 Math-Verify's test cases (fractions, decimals, percentages, sets and intervals, equations, units in `\\text{}`,
 roots and pi, thousands separators). Where our intended answer differs from the common convention, the case says
 why, on its line.
