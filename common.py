@@ -3,6 +3,7 @@
 Nothing here is RL: it is the part of a training script that is the same whatever the
 algorithm. Read the training scripts first; come here when you want to know how a piece works.
 
+    RunArguments           the arguments both scripts take (data columns, rewards, evaluation, watchdog)
     parse_args()           TrlParser parsing: options that would have no effect refused, from a flag or a YAML key,
                            and valid batch sizes suggested when TRL rejects one
     default_recipe()       a script's default run, from recipes/tiny/<algo>.yaml, and the settings tuned for it
@@ -30,7 +31,7 @@ import re
 import sys
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -39,6 +40,9 @@ from accelerate import PartialState
 from datasets import DatasetDict, load_dataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
+from trl import ScriptArguments
+
+from rewards import reward_names
 
 # Upstream warnings that every run would print and that mean nothing for it, each silenced by its exact message,
 # never wholesale (docs/outputs.md, "What a run prints"):
@@ -53,6 +57,58 @@ warnings.filterwarnings("ignore", message=r"var\(\): degrees of freedom is <= 0"
 #   new ones;
 for _name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
     warnings.filterwarnings("ignore", message=rf"`torch\.distributed\.{_name}` is deprecated", category=FutureWarning)
+
+
+@dataclass
+class RunArguments(ScriptArguments):
+    """The arguments both scripts take, on top of TRL's ScriptArguments (`dataset_name`, `dataset_config`,
+    `dataset_train_split`, `dataset_test_split`): the data's columns, the rewards, the held-out evaluation and the
+    no-signal watchdog. Each script's own arguments extend it."""
+
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["accuracy"],
+        metadata={"help": f"Reward functions: {', '.join(reward_names())}, or a dotted path `module.function`. "
+                  "Weight them with --reward_weights."},
+    )
+    reward_options: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Options of the named rewards, as <reward>.<option>=<value>, e.g. overlong.buffer=0.5 "
+                          "repetition.ngram_size=4 code.timeout=5 (docs/rewards.md lists each reward's options)."},
+    )
+    dataset_prompt_column: str = field(
+        default="prompt",
+        metadata={"help": "Column holding the prompt, e.g. `question` for GSM8K. It is renamed to `prompt`."},
+    )
+    dataset_answer_column: str | None = field(
+        default=None,
+        metadata={"help": "Column holding the gold answer, if it is not `answer`. It is renamed to `answer`."},
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={"help": "If set, each prompt becomes a chat with this system message first."},
+    )
+    eval_num_samples: int = field(
+        default=0,
+        metadata={"help": "If K > 0, sample K completions (and one greedy) per eval prompt before and after "
+                  "training, and write mean reward, greedy accuracy, pass@1, pass@K and maj@K to eval.json."},
+    )
+    eval_max_prompts: int = field(
+        default=256,
+        metadata={"help": "Evaluate on at most this many prompts of the eval split."},
+    )
+    eval_only: bool = field(
+        default=False,
+        metadata={"help": "Train nothing: evaluate the policy (a model, or a LoRA adapter's folder) on the held-out "
+                  "prompts, sampling as this run's training would, and write eval.json and the table."},
+    )
+    no_signal_patience: int = field(
+        default=5,
+        metadata={"help": "Warn when the reward gives no learning signal for this many logging steps."},
+    )
+    stop_on_no_signal: bool = field(
+        default=False,
+        metadata={"help": "Stop training cleanly, instead of only warning, when there is no learning signal."},
+    )
 
 
 class _DropLogRecord(logging.Filter):

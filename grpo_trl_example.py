@@ -62,7 +62,6 @@ from trl import (
     GRPOConfig,
     GRPOTrainer,
     ModelConfig,
-    ScriptArguments,
     TrlParser,
     get_peft_config,
     get_quantization_config,
@@ -73,6 +72,7 @@ from trl.models import unwrap_model_for_generation
 
 from common import (
     NoSignalWatchdog,
+    RunArguments,
     RunRecorder,
     check_gpu_options,
     check_launch,
@@ -100,7 +100,7 @@ from evaluation import (
     text_encoder,
     up_to_first,
 )
-from rewards import get_reward_funcs, reward_names
+from rewards import get_reward_funcs
 
 try:  # tool calling is optional: a copy of this script without tools.py runs, and refuses --tools
     import tools as tool_registry
@@ -151,20 +151,10 @@ def names(registry: str) -> list[str]:
 
 
 @dataclass
-class GRPOScriptArguments(ScriptArguments):
-    """Script arguments on top of TRL's ScriptArguments (`dataset_name`, `dataset_config`,
-    `dataset_train_split`, `dataset_test_split`)."""
+class GRPOScriptArguments(RunArguments):
+    """GRPO's own arguments, on top of those both scripts take (common.RunArguments: the data, the rewards, the
+    held-out evaluation). `--reward_weights` is GRPOConfig's own."""
 
-    reward_funcs: list[str] = field(
-        default_factory=lambda: ["accuracy"],
-        metadata={"help": f"Reward functions: {', '.join(reward_names())}, or a dotted path `module.function`. "
-                  "Weight them with --reward_weights."},
-    )
-    reward_options: list[str] = field(
-        default_factory=list,
-        metadata={"help": "Options of the named rewards, as <reward>.<option>=<value>, e.g. overlong.buffer=0.5 "
-                          "repetition.ngram_size=4 code.timeout=5 (docs/rewards.md lists each reward's options)."},
-    )
     reward_model_name_or_path: list[str] = field(
         default_factory=list,
         metadata={"help": "Reward models (sequence classifiers with one output), scored next to --reward_funcs: "
@@ -183,46 +173,12 @@ class GRPOScriptArguments(ScriptArguments):
         metadata={"help": f"A stateful environment, one instance per rollout, whose public methods are tools: "
                   f"{', '.join(names('environment_names'))}, or a dotted path `module.Class` (tools.py, Notebook)."},
     )
-    dataset_prompt_column: str = field(
-        default="prompt",
-        metadata={"help": "Column holding the prompt, e.g. `question` for GSM8K. It is renamed to `prompt`."},
-    )
-    dataset_answer_column: str | None = field(
-        default=None,
-        metadata={"help": "Column holding the gold answer, if it is not `answer`. It is renamed to `answer`."},
-    )
-    system_prompt: str | None = field(
-        default=None,
-        metadata={"help": "If set, each prompt becomes a chat with this system message first."},
-    )
-    eval_num_samples: int = field(
-        default=0,
-        metadata={"help": "If K > 0, sample K completions (and one greedy) per eval prompt before and after "
-                  "training, and write mean reward, greedy accuracy, pass@1, pass@K and maj@K to eval.json."},
-    )
-    eval_max_prompts: int = field(
-        default=256,
-        metadata={"help": "Evaluate on at most this many prompts of the eval split."},
-    )
-    eval_only: bool = field(
-        default=False,
-        metadata={"help": "Train nothing: evaluate --model_name_or_path (a model, or a LoRA adapter's folder) on the "
-                  "held-out prompts, sampling as this run's training would, and write eval.json and the table."},
-    )
     reference_mode: str = field(
         default="static",
         metadata={"help": "The KL reference: `static` (the starting policy), `ema` (ref <- a*policy + (1-a)*ref "
                   "every --ref_model_sync_steps, a = --ref_model_mixup_alpha) or `periodic` (ref <- policy every "
                   "--ref_model_sync_steps). Needs --beta > 0 and full fine-tuning.",
                   "choices": ["static", "ema", "periodic"]},
-    )
-    no_signal_patience: int = field(
-        default=5,
-        metadata={"help": "Warn when the reward gives no learning signal for this many logging steps."},
-    )
-    stop_on_no_signal: bool = field(
-        default=False,
-        metadata={"help": "Stop training cleanly, instead of only warning, when there is no learning signal."},
     )
 
 

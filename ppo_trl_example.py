@@ -81,13 +81,14 @@ from transformers import (
 )
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.trainer_utils import TrainOutput
-from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
+from trl import ModelConfig, TrlParser, get_peft_config
 from trl.experimental.ppo import PPOConfig, PPOTrainer
 from trl.experimental.utils import first_true_indices, get_reward
 from trl.models import unwrap_model_for_generation
 
 from common import (
     NoSignalWatchdog,
+    RunArguments,
     RunRecorder,
     check_launch,
     check_model_path,
@@ -111,7 +112,7 @@ from evaluation import (
     eval_split,
     prompt_token_ids,
 )
-from rewards import get_reward_funcs, reward_names
+from rewards import get_reward_funcs
 
 HERE = Path(__file__).resolve().parent
 # Every default of a run without flags: the bundled tiny model on the bundled addition task. Flags and --config
@@ -208,15 +209,10 @@ UNSUPPORTED_OPTIONS = {
 
 
 @dataclass
-class PPOScriptArguments(ScriptArguments):
-    """Script arguments on top of TRL's ScriptArguments (`dataset_name`, `dataset_config`,
-    `dataset_train_split`, `dataset_test_split`). `--reward_model_path` is PPOConfig's own."""
+class PPOScriptArguments(RunArguments):
+    """PPO's own arguments, on top of those both scripts take (common.RunArguments: the data, the rewards, the
+    held-out evaluation). `--reward_model_path` is PPOConfig's own."""
 
-    reward_funcs: list[str] = field(
-        default_factory=lambda: ["accuracy"],
-        metadata={"help": f"Reward functions: {', '.join(reward_names())}, or a dotted path `module.function`. "
-                  "Weight them with --reward_weights. Not used when --reward_model_path is set."},
-    )
     tools: list[str] = field(
         default_factory=list,
         metadata={"help": "Refused: trl 1.12's PPOTrainer generates each completion in one turn, with no tool-calling "
@@ -225,11 +221,6 @@ class PPOScriptArguments(ScriptArguments):
     environment_factory: str | None = field(
         default=None, metadata={"help": "Refused, as --tools: grpo_trl_example.py --environment_factory."},
     )
-    reward_options: list[str] = field(
-        default_factory=list,
-        metadata={"help": "Options of the named rewards, as <reward>.<option>=<value>, e.g. overlong.buffer=0.5 "
-                          "repetition.ngram_size=4 code.timeout=5 (docs/rewards.md lists each reward's options)."},
-    )
     reward_weights: list[float] | None = field(
         default=None,
         metadata={"help": "One weight per reward function; the score is their weighted sum. Default: all 1."},
@@ -237,40 +228,6 @@ class PPOScriptArguments(ScriptArguments):
     value_model_path: str | None = field(
         default=None,
         metadata={"help": "Checkpoint for the value model. Default: the policy checkpoint, with a new value head."},
-    )
-    dataset_prompt_column: str = field(
-        default="prompt",
-        metadata={"help": "Column holding the prompt, e.g. `question` for GSM8K. It is renamed to `prompt`."},
-    )
-    dataset_answer_column: str | None = field(
-        default=None,
-        metadata={"help": "Column holding the gold answer, if it is not `answer`. It is renamed to `answer`."},
-    )
-    system_prompt: str | None = field(
-        default=None,
-        metadata={"help": "If set, each prompt becomes a chat with this system message first."},
-    )
-    eval_num_samples: int = field(
-        default=0,
-        metadata={"help": "If K > 0, sample K completions (and one greedy) per eval prompt before and after "
-                  "training, and write mean reward, greedy accuracy, pass@1, pass@K and maj@K to eval.json."},
-    )
-    eval_max_prompts: int = field(
-        default=256,
-        metadata={"help": "Evaluate on at most this many prompts of the eval split."},
-    )
-    eval_only: bool = field(
-        default=False,
-        metadata={"help": "Train nothing: evaluate the policy (a model, or a LoRA adapter's folder) on the held-out "
-                  "prompts, sampling as this run's training would, and write eval.json and the table."},
-    )
-    no_signal_patience: int = field(
-        default=5,
-        metadata={"help": "Warn when the reward gives no learning signal for this many logging steps."},
-    )
-    stop_on_no_signal: bool = field(
-        default=False,
-        metadata={"help": "Stop training cleanly, instead of only warning, when there is no learning signal."},
     )
     trust_remote_code: bool = field(
         default=False,
