@@ -14,7 +14,9 @@ algorithm. Read the training scripts first; come here when you want to know how 
     check_gpu_options()    a clear error for vLLM / QLoRA without a GPU or the package
     warn_if_tuned_defaults_kept()  a warning when a real model runs with the tiny model's settings
     configure_tracking()   `--report_to tensorboard,trackio`, and a clear error when a tracker is not installed
+    load_splits()          the training and held-out splits, with the reward columns checked
     load_prompt_dataset()  a hub id or a local file/folder -> DatasetDict with a `prompt` column
+    check_reward_funcs()   a clear error for a reward name or option that does not resolve
     check_reward_columns() a clear error, before any model loads, for a column a reward needs and the data lacks
     RunRecorder            a TrainerCallback that writes metrics.jsonl and completions.jsonl (resume-safe)
     resolve_checkpoint()   `--resume_from_checkpoint last`: the newest complete checkpoint
@@ -42,7 +44,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
 from trl import ScriptArguments
 
-from rewards import reward_names
+from rewards import get_reward_funcs, reward_names
 
 # Upstream warnings that every run would print and that mean nothing for it, each silenced by its exact message,
 # never wholesale (docs/outputs.md, "What a run prints"):
@@ -446,6 +448,40 @@ COLUMN_FLAGS = {"answer": "--dataset_answer_column", "solution": "--dataset_answ
                 "prompt": "--dataset_prompt_column"}
 
 
+def check_reward_funcs(names: list[str], max_completion_length: int, options: list[str]) -> None:
+    """Stop with one line on a reward name or option that does not resolve (an unknown name, a bad option, a dotted
+    path that does not import), before anything loads."""
+    try:
+        get_reward_funcs(names, max_completion_length, options)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+
+
+def load_splits(script_args: RunArguments, seed: int, reward_funcs: list) -> tuple:
+    """(train split, held-out split or None, where the held-out prompts come from), as both scripts read them.
+
+    One process prepares the data while the others wait, then read it from the cache (as TRL's scripts do). The
+    before/after evaluation (--eval_num_samples) holds out a seeded 10% of train when the data has no test split.
+    A column a reward needs but the data lacks stops the run here, before any model loads.
+    """
+    from evaluation import eval_split
+
+    with PartialState().main_process_first():
+        dataset = load_prompt_dataset(
+            script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column,
+            script_args.system_prompt, script_args.dataset_train_split, script_args.dataset_answer_column,
+        )
+    train, held_out = dataset[script_args.dataset_train_split], dataset.get(script_args.dataset_test_split)
+    source = None
+    if script_args.eval_num_samples > 0:
+        train, held_out, source = eval_split(train, held_out, script_args.dataset_train_split,
+                                             script_args.dataset_test_split, seed)
+    for split in (train, held_out):
+        if split is not None:
+            check_reward_columns(reward_funcs, split.column_names, script_args.dataset_name)
+    return train, held_out, source
+
+
 def check_reward_columns(reward_funcs, column_names: list[str], dataset_name: str) -> None:
     """Stop, before any model loads, when a reward needs a dataset column that is not there.
 
@@ -471,6 +507,8 @@ class RunRecorder(TrainerCallback):
 
     Both files are append-only JSON lines, written by the main process only, so a crash never leaves a
     half-written file behind: at worst the last line is missing.
+    Why not `trainer.state.log_history`: it holds the same logs, but in memory, and on disk only inside each
+    checkpoint; metrics.jsonl is on disk at every logging step, and a resumed run keeps each step in it once.
 
     Args:
         output_dir: where the files go (created if needed).
@@ -686,7 +724,8 @@ def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str) -> s
     """`--resume_from_checkpoint`: a checkpoint directory, or `last` (also `true`) for the newest complete one
     in `output_dir`. transformers' own `sort_checkpoints` finds the `checkpoint-<step>` directories (others,
     such as `checkpoint-best`, are not checkpoints of a step). A checkpoint is complete once trainer_state.json,
-    which the Trainer writes last, parses; one cut short by a kill is skipped."""
+    which the Trainer writes last, parses; one cut short by a kill is skipped. (transformers' `get_last_checkpoint`
+    returns the newest `checkpoint-<step>` folder whether or not it is complete.)"""
     if resume_from_checkpoint is None:
         return None
     if resume_from_checkpoint.lower() not in ("last", "true"):
@@ -706,7 +745,10 @@ def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str) -> s
 
 
 def plot_rewards(history: list[dict], reward_keys: list[str], path: Path, title: str) -> None:
-    """Plot the total reward, each reward function's mean and the eval reward against the training step."""
+    """Plot the total reward, each reward function's mean and the eval reward against the training step.
+
+    TensorBoard and trackio draw the same curves live (`--report_to`); this PNG needs neither a server nor an
+    optional package, so every run leaves one."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed

@@ -77,12 +77,12 @@ from common import (
     check_gpu_options,
     check_launch,
     check_model_path,
-    check_reward_columns,
+    check_reward_funcs,
     check_reward_model,
     configure_tracking,
     default_recipe,
     device_defaults,
-    load_prompt_dataset,
+    load_splits,
     options_set,
     parse_args,
     print_distributed_mode,
@@ -95,7 +95,6 @@ from evaluation import (
     RewardModelReward,
     Sampling,
     check_eval_options,
-    eval_split,
     prompt_token_ids,
     text_encoder,
     up_to_first,
@@ -182,113 +181,104 @@ class GRPOScriptArguments(RunArguments):
     )
 
 
-def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
+def validate(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig, tiny_model: str,
+             tuned: dict) -> None:
+    """Every refusal and correction of the options, in one place, right after parsing and before anything loads:
+    each refusal is one `error:` line. `tiny_model` and `tuned` come from the default recipe (the warning about
+    settings tuned for the tiny model)."""
     if script_args.eval_only:  # the model as it is: no adapter of ours on top, no reference to load, no checkpoint
         model_args.use_peft, training_args.beta, script_args.reference_mode = False, 0.0, "static"
         training_args.resume_from_checkpoint = None
-    # --save_steps N writes checkpoints; --resume_from_checkpoint last (or a path) continues from one. Resolved
-    # first, so that a missing checkpoint stops the run before anything loads.
-    checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+    # --save_steps N writes checkpoints; --resume_from_checkpoint last (or a path) continues from one
+    training_args.resume_from_checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint,
+                                                              training_args.output_dir)
+    configure_tracking(training_args)
+    check_gpu_options(training_args, model_args)
+    check_launch(training_args)
+    check_model_path(model_args.model_name_or_path, model_args.model_revision)
+    for path in script_args.reward_model_name_or_path:
+        check_reward_model(path, "--reward_model_name_or_path", training_args.trust_remote_code)
+    check_reward_funcs(script_args.reward_funcs, training_args.max_completion_length, script_args.reward_options)
+    num_rewards = len(script_args.reward_model_name_or_path) + len(script_args.reward_funcs)
+    if training_args.reward_weights is not None and len(training_args.reward_weights) != num_rewards:
+        raise SystemExit(f"error: {len(training_args.reward_weights)} --reward_weights for {num_rewards} rewards "
+                         "(reward models first, then --reward_funcs)")
+    if script_args.reference_mode != "static" and (training_args.beta == 0 or model_args.use_peft):
+        raise SystemExit(f"error: --reference_mode {script_args.reference_mode} updates a separate reference model, "
+                         "which exists only with --beta > 0 and without --use_peft")
+    # The KL reference (GRPOConfig.sync_ref_model, from TR-DPO, Gorbatovski et al. 2024): `static` keeps the
+    # starting policy; `ema` and `periodic` move it toward the policy every ref_model_sync_steps, softly (mixup alpha)
+    # or all the way (alpha 1). A moving reference lets the policy drift further from where it started; a static one
+    # holds it closest.
+    if script_args.reference_mode != "static":
+        training_args.sync_ref_model = True
+        if script_args.reference_mode == "periodic":
+            training_args.ref_model_mixup_alpha = 1.0
+    if training_args.max_tool_calling_iterations is not None and not (script_args.tools or
+                                                                     script_args.environment_factory):
+        raise SystemExit("error: --max_tool_calling_iterations bounds the rounds of tool calls: add --tools")
+    if script_args.eval_num_samples > 0 and (script_args.tools or script_args.environment_factory):
+        raise SystemExit("error: --eval_num_samples: the before/after evaluation generates without the tool loop; "
+                         "with --tools, read the tool-call rate and rewards in summary.json, or set --eval_strategy "
+                         "steps (GRPOTrainer's evaluation runs the tools)")
+    check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts, script_args.eval_only)
+    # One evaluation of the held-out prompts, not two: with --eval_num_samples the before/after evaluation measures
+    # them, so GRPOTrainer's own (every --eval_steps, and again at the last step) is off unless the run asks for it.
+    if (script_args.eval_num_samples > 0 and training_args.eval_strategy != "no"
+            and "eval_strategy" not in options_set()):
+        print("--eval_num_samples evaluates the held-out prompts before and after training; GRPOTrainer's periodic "
+              "evaluation of the same prompts is off (set --eval_strategy steps to have both)")
+        training_args.eval_strategy = "no"
+    warn_if_tuned_defaults_kept(tiny_model, model_args.model_name_or_path, tuned, training_args)
+
+
+def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
+    reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.max_completion_length,
+                                    script_args.reward_options)  # checked by validate()
 
     ################
     # Model
     ################
     # GRPOTrainer loads the policy from this path, and with `beta > 0` (and no LoRA) loads the frozen
     # reference from the same path. With LoRA the reference is the base model with the adapter disabled.
-    training_args.model_init_kwargs = dict(
-        revision=model_args.model_revision,
-        dtype=model_args.dtype,
-        attn_implementation=model_args.attn_implementation,
-    )
-    tokenizer = AutoTokenizer.from_pretrained(
-        model_args.model_name_or_path, revision=model_args.model_revision,
-        trust_remote_code=training_args.trust_remote_code
-    )
+    training_args.model_init_kwargs = dict(revision=model_args.model_revision, dtype=model_args.dtype,
+                                           attn_implementation=model_args.attn_implementation)
+    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision,
+                                              trust_remote_code=training_args.trust_remote_code)
     if tokenizer.pad_token is None:  # GPT-2-style tokenizers; GRPO masks everything after the first eos anyway
         tokenizer.pad_token = tokenizer.eos_token
     tools, environment_factory = load_tools(script_args, tokenizer, model_args.model_name_or_path)
     peft_config = get_peft_config(model_args)  # None unless --use_peft
-    # The KL reference (GRPOConfig.sync_ref_model, from TR-DPO, Gorbatovski et al. 2024): `static` keeps the
-    # starting policy; `ema` and `periodic` move it toward the policy every ref_model_sync_steps, softly
-    # (mixup alpha) or all the way (alpha 1). A moving reference lets the policy drift further from where
-    # it started; a static one holds it closest.
-    if script_args.reference_mode != "static":
-        training_args.sync_ref_model = True
-        if script_args.reference_mode == "periodic":
-            training_args.ref_model_mixup_alpha = 1.0
     quantization_config = get_quantization_config(model_args)  # QLoRA: None unless --load_in_4bit/8bit
 
     ################
     # Dataset
     ################
-    # One process prepares the data while the others wait, then read it from the cache (as TRL's scripts do).
-    with PartialState().main_process_first():
-        dataset = load_prompt_dataset(
-            script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column,
-            script_args.system_prompt, script_args.dataset_train_split, script_args.dataset_answer_column,
-        )
-    train_dataset = dataset[script_args.dataset_train_split]
-    eval_dataset = dataset.get(script_args.dataset_test_split)
-    if script_args.eval_num_samples > 0:  # the before/after evaluation needs prompts: hold some out if need be
-        train_dataset, eval_dataset, eval_source = eval_split(
-            train_dataset, eval_dataset, script_args.dataset_train_split, script_args.dataset_test_split,
-            training_args.seed,
-        )
+    train_dataset, eval_dataset, eval_source = load_splits(script_args, training_args.seed, reward_funcs)
     if (tools or environment_factory) and not is_conversational(train_dataset[0]):
         raise SystemExit("error: --tools needs conversational prompts (lists of messages), which the chat template "
                          "renders with the tools' descriptions: give the prompts as messages, or set --system_prompt")
     if eval_dataset is None and training_args.eval_strategy != "no":
         print(f"no '{script_args.dataset_test_split}' split in {script_args.dataset_name}: evaluation is off")
         training_args.eval_strategy = "no"
-    # One evaluation of the held-out prompts, not two: with --eval_num_samples the before/after evaluation measures
-    # them, so GRPOTrainer's own (every --eval_steps, and again at the last step) is off unless the run asks for it.
-    eval_on = script_args.eval_num_samples > 0 and training_args.eval_strategy != "no"
-    if eval_on and "eval_strategy" not in options_set():
-        print("--eval_num_samples evaluates the held-out prompts before and after training; GRPOTrainer's periodic "
-              "evaluation of the same prompts is off (set --eval_strategy steps to have both)")
-        training_args.eval_strategy = "no"
 
     ################
     # Rewards
     ################
-    # Plain functions `(completions, **kwargs) -> list[float | None]`; dataset columns such as `answer`
-    # arrive as kwargs, and a column a reward needs but the data lacks stops the run here, before any model loads.
-    # Reward models (--reward_model_name_or_path) score prompt + completion as text, in their own tokenizer.
-    # The total reward is the weighted sum (`--reward_weights`, default all 1), reward models first.
-    try:
-        reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.max_completion_length,
-                                        script_args.reward_options)
-    except ValueError as err:  # an unknown name or option, or a dotted path that does not import: one line
-        raise SystemExit(f"error: {err}") from None
-    for split in (train_dataset, eval_dataset):
-        if split is not None:
-            check_reward_columns(reward_funcs, split.column_names, script_args.dataset_name)
-    reward_models = [
-        AutoModelForSequenceClassification.from_pretrained(
-            path, num_labels=1, dtype=model_args.dtype, trust_remote_code=training_args.trust_remote_code
-        )
-        for path in script_args.reward_model_name_or_path
-    ]
-    reward_tokenizers = [
-        AutoTokenizer.from_pretrained(path, trust_remote_code=training_args.trust_remote_code)
-        for path in script_args.reward_model_name_or_path
-    ]
+    # Plain functions `(completions, **kwargs) -> list[float | None]`, built above; dataset columns such as `answer`
+    # arrive as kwargs. Reward models (--reward_model_name_or_path) score prompt + completion as text, in their own
+    # tokenizer. The total reward is the weighted sum (`--reward_weights`, default all 1), reward models first.
+    reward_models, reward_tokenizers = load_reward_models(script_args.reward_model_name_or_path, model_args.dtype,
+                                                          training_args.trust_remote_code)
 
     ################
     # Training
     ################
-    # With tools, a completion is a whole exchange: assistant turns, tool calls and tool results. One reward hands
-    # it to TRL's completion log too (`log_extra`), so completions.jsonl shows the episode, not only its text.
-    logged_rewards = list(reward_funcs)
-    sync = [i for i, func in enumerate(reward_funcs) if not inspect.iscoroutinefunction(func)]
-    if (tools or environment_factory) and sync:
-        logged_rewards[sync[0]] = LogEpisodes(reward_funcs[sync[0]])
+    # With tools, completions.jsonl shows each whole exchange: tool calls, results and answers
+    logged_rewards = with_episode_log(reward_funcs) if tools or environment_factory else reward_funcs
     policy = model_args.model_name_or_path  # GRPOTrainer loads it, with model_init_kwargs
     if script_args.eval_only and (Path(policy) / "adapter_config.json").is_file():  # a LoRA adapter, on its base
-        from peft import AutoPeftModelForCausalLM
-
-        policy = AutoPeftModelForCausalLM.from_pretrained(policy, dtype=model_args.dtype,
-                                                          trust_remote_code=training_args.trust_remote_code)
+        policy = load_adapter_model(policy, model_args.dtype, training_args.trust_remote_code)
     trainer = GRPOTrainer(
         model=policy,
         reward_funcs=reward_models + logged_rewards,
@@ -302,47 +292,14 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         tools=tools or None,
         environment_factory=environment_factory,
     )
-
-    def latest_completions() -> list[dict]:
-        # GRPOTrainer keeps the texts and rewards of its last generation batch, gathered from all processes, in
-        # `_logs`: a private attribute in trl 1.12 (tests/unit/test_trl_private_api.py fails if it changes). Its public
-        # `log_completions` writes the same batch to parquet, but an eval log at the same step overwrites that file
-        # with eval completions, so it cannot tell training samples apart. Prompts are as the model saw them.
-        logs = trainer._logs
-        return [
-            {**logged_text(tokenizer, prompt, completion, trainer.tools, training_args.chat_template_kwargs),
-             **{name: r[i] for name, r in logs["rewards"].items()},
-             **{column: values[i] for column, values in logs["extra"].items() if i < len(values)}}
-            for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"]))
-        ]
-
-    recorder = RunRecorder(training_args.output_dir, latest_completions)
+    recorder = RunRecorder(training_args.output_dir,
+                           lambda: latest_completions(trainer, tokenizer, training_args.chat_template_kwargs))
     trainer.add_callback(recorder)
-    trainer.add_callback(
-        NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, training_args.beta)
-    )
-
-    # Held-out pass@k / maj@k when training starts and ends (--eval_num_samples K), each process on its own slice.
-    # The prompts are the token ids training feeds the model; reward models score as in training.
-    if script_args.eval_num_samples > 0:
-        eval_rewards = [
-            RewardModelReward(model, name, text_encoder(rm_tokenizer, training_args.chat_template_kwargs),
-                              rm_tokenizer.pad_token_id)
-            for model, name, rm_tokenizer in zip(trainer.reward_funcs, trainer.reward_func_names,
-                                                 trainer.reward_processing_classes)
-            if rm_tokenizer is not None
-        ] + reward_funcs
-        with PartialState().main_process_first():
-            eval_prompts = eval_dataset.map(
-                lambda prompt: {"input_ids": prompt_token_ids(tokenizer, prompt, training_args.chat_template_kwargs)},
-                input_columns="prompt",
-            )
-        evaluator = BeforeAfterEval(
-            eval_prompts, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
-            script_args.eval_max_prompts, training_sampling(trainer), training_args.seed,
-            lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
-            trainer.accelerator, training_args.output_dir,
-        )
+    trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal,
+                                          training_args.beta))
+    if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
+        evaluator = held_out_evaluation(trainer, tokenizer, eval_dataset, eval_source, reward_funcs, script_args,
+                                        training_args)
         trainer.add_callback(evaluator)
         if script_args.eval_only:
             evaluator.evaluate_only(trainer.state.global_step)
@@ -351,7 +308,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
             return
 
     print_distributed_mode(trainer)
-    train_output = trainer.train(resume_from_checkpoint=checkpoint)
+    train_output = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
 
     ################
     # Save
@@ -362,6 +319,72 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # together: a process exiting early can take the launcher, and the main process, down with it.
     trainer.accelerator.wait_for_everyone()
     trainer.accelerator.end_training()
+
+
+def load_reward_models(paths: list[str], dtype, trust_remote_code: bool) -> tuple[list, list]:
+    """--reward_model_name_or_path: each a one-output sequence classifier, with its own tokenizer."""
+    models = [AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=dtype,
+                                                                 trust_remote_code=trust_remote_code)
+              for path in paths]
+    return models, [AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code) for path in paths]
+
+
+def load_adapter_model(path: str, dtype, trust_remote_code: bool):
+    """A saved LoRA adapter, on the base model its adapter_config.json names (for --eval_only)."""
+    from peft import AutoPeftModelForCausalLM
+
+    return AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)
+
+
+def with_episode_log(reward_funcs: list) -> list:
+    """With tools, a completion is a whole exchange: assistant turns, tool calls and tool results. The first
+    synchronous reward hands it to TRL's completion log too (`log_extra`), so completions.jsonl shows the episode."""
+    logged = list(reward_funcs)
+    sync = [i for i, func in enumerate(reward_funcs) if not inspect.iscoroutinefunction(func)]
+    if sync:
+        logged[sync[0]] = LogEpisodes(reward_funcs[sync[0]])
+    return logged
+
+
+def latest_completions(trainer: GRPOTrainer, tokenizer, chat_template_kwargs: dict | None) -> list[dict]:
+    """The last generation batch, one dict per completion, for completions.jsonl.
+
+    GRPOTrainer keeps the texts and rewards of its last generation batch, gathered from all processes, in `_logs`: a
+    private attribute in trl 1.12 (tests/unit/test_trl_private_api.py fails if it changes). Its public
+    `log_completions` writes the same batch to parquet, but an eval log at the same step overwrites that file with
+    eval completions, so it cannot tell training samples apart. Prompts are as the model saw them.
+    """
+    logs = trainer._logs
+    return [
+        {**logged_text(tokenizer, prompt, completion, trainer.tools, chat_template_kwargs),
+         **{name: r[i] for name, r in logs["rewards"].items()},
+         **{column: values[i] for column, values in logs["extra"].items() if i < len(values)}}
+        for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"]))
+    ]
+
+
+def held_out_evaluation(trainer: GRPOTrainer, tokenizer, eval_dataset, eval_source: str, reward_funcs: list,
+                        script_args: GRPOScriptArguments, training_args: GRPOConfig) -> BeforeAfterEval:
+    """Held-out pass@k / maj@k when training starts and ends (--eval_num_samples K), each process on its own slice.
+    The prompts are the token ids training feeds the model; reward models score as in training."""
+    eval_rewards = [
+        RewardModelReward(model, name, text_encoder(rm_tokenizer, training_args.chat_template_kwargs),
+                          rm_tokenizer.pad_token_id)
+        for model, name, rm_tokenizer in zip(trainer.reward_funcs, trainer.reward_func_names,
+                                             trainer.reward_processing_classes)
+        if rm_tokenizer is not None
+    ] + reward_funcs
+    with PartialState().main_process_first():
+        eval_prompts = eval_dataset.map(
+            lambda prompt: {"input_ids": prompt_token_ids(tokenizer, prompt, training_args.chat_template_kwargs)},
+            input_columns="prompt",
+        )
+    return BeforeAfterEval(
+        eval_prompts, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
+        script_args.eval_max_prompts, training_sampling(trainer), training_args.seed,
+        lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
+        trainer.accelerator, training_args.output_dir,
+    )
 
 
 def logged_text(tokenizer, prompt, completion, tools: list, chat_template_kwargs: dict | None) -> dict:
@@ -453,28 +476,7 @@ if __name__ == "__main__":
     defaults, tuned = default_recipe(DEFAULT_RECIPE, root=HERE)
     parser.set_defaults_with_config(**{**device_defaults(), **defaults})
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
-    configure_tracking(training_args)
-    check_gpu_options(training_args, model_args)
-    check_launch(training_args)
-    check_model_path(model_args.model_name_or_path, model_args.model_revision)
-    for path in script_args.reward_model_name_or_path:
-        check_reward_model(path, "--reward_model_name_or_path", training_args.trust_remote_code)
-    num_rewards = len(script_args.reward_model_name_or_path) + len(script_args.reward_funcs)
-    if training_args.reward_weights is not None and len(training_args.reward_weights) != num_rewards:
-        raise SystemExit(f"error: {len(training_args.reward_weights)} --reward_weights for {num_rewards} rewards "
-                         "(reward models first, then --reward_funcs)")
-    if script_args.reference_mode != "static" and (training_args.beta == 0 or model_args.use_peft):
-        raise SystemExit(f"error: --reference_mode {script_args.reference_mode} updates a separate reference model, "
-                         "which exists only with --beta > 0 and without --use_peft")
-    if training_args.max_tool_calling_iterations is not None and not (script_args.tools or
-                                                                     script_args.environment_factory):
-        raise SystemExit("error: --max_tool_calling_iterations bounds the rounds of tool calls: add --tools")
-    if script_args.eval_num_samples > 0 and (script_args.tools or script_args.environment_factory):
-        raise SystemExit("error: --eval_num_samples: the before/after evaluation generates without the tool loop; "
-                         "with --tools, read the tool-call rate and rewards in summary.json, or set --eval_strategy "
-                         "steps (GRPOTrainer's evaluation runs the tools)")
-    check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts, script_args.eval_only)
-    warn_if_tuned_defaults_kept(defaults["model_name_or_path"], model_args.model_name_or_path, tuned, training_args)
+    validate(script_args, training_args, model_args, defaults["model_name_or_path"], tuned)
     main(script_args, training_args, model_args)
     # Free the trainer now, while Python is fully alive. Left to the interpreter's shutdown, the DDP model's
     # gloo buffers are released from torch's threads after Python has stopped, which can abort the process

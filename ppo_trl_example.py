@@ -92,12 +92,12 @@ from common import (
     RunRecorder,
     check_launch,
     check_model_path,
-    check_reward_columns,
+    check_reward_funcs,
     check_reward_model,
     configure_tracking,
     default_recipe,
     device_defaults,
-    load_prompt_dataset,
+    load_splits,
     options_set,
     parse_args,
     print_distributed_mode,
@@ -109,7 +109,6 @@ from evaluation import (
     RewardModelReward,
     Sampling,
     check_eval_options,
-    eval_split,
     prompt_token_ids,
 )
 from rewards import get_reward_funcs
@@ -333,6 +332,67 @@ class RewardAdapter(nn.Module):
         return records
 
 
+def tokenized(split, tokenizer, num_proc: int | None):
+    """Prompts become token ids as GRPOTrainer makes them: the chat template for conversations, else the tokenizer
+    with its special tokens (a BOS, for Llama-style tokenizers). The held-out evaluation uses the same ids. One
+    process maps while the others wait, then read the cache."""
+    if split is None:
+        return None
+    with PartialState().main_process_first():
+        return split.map(lambda prompt: {"input_ids": prompt_token_ids(tokenizer, prompt)}, input_columns="prompt",
+                         num_proc=num_proc)
+
+
+def enable_activation_checkpointing(models, checkpointing_kwargs: dict | None) -> None:
+    """--activation_checkpointing on the policy and the value model, with its kwargs split as Trainer splits them
+    (no kwargs: transformers' default, non-reentrant checkpoints)."""
+    kwargs = dict(checkpointing_kwargs or {})
+    layers, offload = kwargs.pop("every_n_layers", 1), kwargs.pop("offload", False)
+    for model in models:
+        model.activation_checkpointing_enable(kwargs or None, every_n_layers=layers, offload=offload)
+
+
+def held_out_evaluation(trainer: PPOTrainer, tokenizer, eval_dataset, eval_source: str, reward_funcs: list,
+                        script_args: PPOScriptArguments, training_args: PPOConfig) -> BeforeAfterEval:
+    """Held-out pass@k / maj@k when training starts and ends (--eval_num_samples K), each process on its own slice,
+    from the same prompt ids as training. A reward model scores the policy's ids, as in training."""
+    eval_rewards = reward_funcs or [reward_model_reward(trainer.reward_model.reward_model, tokenizer)]
+
+    @contextmanager
+    def policy_for_generation():
+        with unwrap_model_for_generation(trainer.model, trainer.accelerator) as unwrapped:
+            yield unwrapped.policy  # PPOTrainer wraps policy and value model together
+
+    return BeforeAfterEval(
+        eval_dataset, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
+        script_args.eval_max_prompts, training_sampling(trainer), training_args.seed,
+        policy_for_generation, trainer.accelerator, training_args.output_dir,
+    )
+
+
+def check_prompts(datasets: list, tokenizer, training_args: PPOConfig) -> None:
+    """Stop with one line on prompts PPOTrainer would mishandle: `datasets` are the tokenized training split (first)
+    and the held-out one."""
+    # PPOTrainer's dataloader drops the last partial batch and loops until it has a batch: with fewer prompts than
+    # one rollout it would loop forever.
+    rollout = (training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
+               * PartialState().num_processes)
+    if len(datasets[0]) < rollout:
+        raise SystemExit(f"error: the training split has {len(datasets[0])} prompts, fewer than one PPO rollout "
+                         f"(per_device_train_batch_size x gradient_accumulation_steps x processes = {rollout}); "
+                         "use more prompts or a smaller batch")
+    if training_args.reward_model_path:  # PPOTrainer feeds the reward model the policy's token ids
+        rm_tokenizer = AutoTokenizer.from_pretrained(training_args.reward_model_path)
+        probe = "The reward model reads the policy's token ids: 3 + 4 = 7."
+        if rm_tokenizer(probe).input_ids != tokenizer(probe).input_ids:
+            raise SystemExit(f"error: the reward model {training_args.reward_model_path} has a different tokenizer "
+                             "from the policy's; PPOTrainer feeds it the policy's token ids, so they must share one")
+    # PPOTrainer takes every pad token of a prompt for padding: a prompt holding the pad itself would lose it.
+    if any(tokenizer.pad_token_id in ids for d in datasets for ids in d["input_ids"]):
+        raise SystemExit(f"error: a prompt holds the pad token {tokenizer.pad_token!r}, which PPO would mask out as "
+                         "padding (the tokenizer writes it for text it does not know); clean the prompts")
+
+
 def training_sampling(trainer: PPOTrainer) -> Sampling:
     """How trl 1.12's PPOTrainer samples a completion, for the evaluation to sample the same way. Its `train` builds
     this GenerationConfig (the same keys and values), generates until the stop token, then keeps each response up to
@@ -512,8 +572,15 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
             super().save_model(output_dir, _internal_call)
 
 
-def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig):
-    # Settings that would fail late, or be silently ignored, checked before any model is loaded
+def validate(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig, tiny_model: str,
+             tuned: dict) -> None:
+    """Every refusal of the options, in one place, right after parsing and before anything loads: each is one
+    `error:` line, above all for settings trl 1.12's PPOTrainer would fail on late or silently ignore. `tiny_model`
+    and `tuned` come from the default recipe (the warning about settings tuned for the tiny model)."""
+    configure_tracking(training_args)
+    check_launch(training_args, deepspeed_ok=False)
+    check_model_path(model_args.model_name_or_path, model_args.model_revision)
+    check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts, script_args.eval_only)
     if training_args.max_steps > 0:
         raise SystemExit("error: PPOTrainer ignores --max_steps: set --total_episodes, the number of prompts to sample "
                          "in all (PPO updates x per_device_train_batch_size x gradient_accumulation_steps x processes)")
@@ -532,28 +599,29 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if model_args.load_in_4bit or model_args.load_in_8bit:
         raise SystemExit("error: --load_in_4bit/--load_in_8bit are not supported here: the value model is trained "
                          "in full, and the policy is loaded unquantized")
-    # TRL's PPO example loads the policy (and the reference) from --sft_model_path, the tokenizer from
-    # --model_name_or_path. Here --sft_model_path, when set, is the policy; the tokenizer comes from it too unless
-    # the run sets --model_name_or_path too (as a flag or in its recipe).
-    policy_path = training_args.sft_model_path or model_args.model_name_or_path
-    tokenizer_path = model_args.model_name_or_path if "model_name_or_path" in options_set() else policy_path
     for flag, path in [("--sft_model_path", training_args.sft_model_path),
                        ("--value_model_path", script_args.value_model_path)]:
         if path:
             check_model_path(path, flag=flag)
     if training_args.reward_model_path:
         check_reward_model(training_args.reward_model_path, "--reward_model_path", script_args.trust_remote_code)
-        reward_funcs = []
     else:
-        try:
-            reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.response_length,
-                                            script_args.reward_options)
-        except ValueError as err:  # an unknown name or option, or a dotted path that does not import: one line
-            raise SystemExit(f"error: {err}") from None
-        if script_args.reward_weights is not None and len(script_args.reward_weights) != len(reward_funcs):
-            raise SystemExit(
-                f"error: {len(script_args.reward_weights)} --reward_weights for {len(reward_funcs)} --reward_funcs"
-            )
+        check_reward_funcs(script_args.reward_funcs, training_args.response_length, script_args.reward_options)
+        if script_args.reward_weights is not None and len(script_args.reward_weights) != len(script_args.reward_funcs):
+            raise SystemExit(f"error: {len(script_args.reward_weights)} --reward_weights for "
+                             f"{len(script_args.reward_funcs)} --reward_funcs")
+    policy_path = training_args.sft_model_path or model_args.model_name_or_path  # the model that trains
+    warn_if_tuned_defaults_kept(tiny_model, policy_path, tuned, training_args)
+
+
+def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig):
+    # TRL's PPO example loads the policy (and the reference) from --sft_model_path, the tokenizer from
+    # --model_name_or_path. Here --sft_model_path, when set, is the policy; the tokenizer comes from it too unless
+    # the run sets --model_name_or_path too (as a flag or in its recipe).
+    policy_path = training_args.sft_model_path or model_args.model_name_or_path
+    tokenizer_path = model_args.model_name_or_path if "model_name_or_path" in options_set() else policy_path
+    reward_funcs = [] if training_args.reward_model_path else get_reward_funcs(
+        script_args.reward_funcs, training_args.response_length, script_args.reward_options)  # checked by validate()
 
     ################
     # Tokenizer
@@ -562,63 +630,24 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         tokenizer_path, revision=model_args.model_revision,
         trust_remote_code=script_args.trust_remote_code, padding_side="left",  # completions follow the prompts
     )
-    # PPOTrainer takes a completion to end just before its first pad token, after cutting it at the stop token (eos).
-    # With pad == eos (SmolLM2's and Llama's tokenizers, and GRPO's fix for GPT-2-style ones) the eos would count as
-    # padding: the score would land on the token before it, and the policy would never learn to stop. So PPO needs a
-    # pad token of its own: one the vocabulary already has if it can (no new embedding row, so a LoRA adapter stays
-    # adapter-sized), else a new one.
+    # PPO needs a pad token that is not the eos (PPOTrainer ends a completion at its first pad): one the vocabulary
+    # has if it can, so that no embedding row is added and a LoRA adapter stays adapter-sized (set_ppo_pad_token)
     set_ppo_pad_token(tokenizer, policy_path, script_args.trust_remote_code)
 
     ################
     # Dataset
     ################
-    # One process prepares the data while the others wait, then read it from the cache (as TRL's PPO example does).
-    with PartialState().main_process_first():
-        dataset = load_prompt_dataset(
-            script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column,
-            script_args.system_prompt, script_args.dataset_train_split, script_args.dataset_answer_column,
-        )
-    train_dataset = dataset[script_args.dataset_train_split]
-    eval_dataset = dataset.get(script_args.dataset_test_split)  # TRL's sample tables, and the before/after eval
-    if script_args.eval_num_samples > 0:  # the before/after evaluation needs prompts: hold some out if need be
-        train_dataset, eval_dataset, eval_source = eval_split(
-            train_dataset, eval_dataset, script_args.dataset_train_split, script_args.dataset_test_split,
-            training_args.seed,
-        )
-    # A column a reward needs but the data lacks stops the run here, before any model loads.
-    for split in (train_dataset, eval_dataset):
-        if split is not None:
-            check_reward_columns(reward_funcs, split.column_names, script_args.dataset_name)
+    # The held-out split also feeds TRL's sample tables (--num_sample_generations)
+    train_dataset, eval_dataset, eval_source = load_splits(script_args, training_args.seed, reward_funcs)
     if isinstance(train_dataset[0]["prompt"], list) and tokenizer.chat_template is None:
         raise SystemExit(f"error: the prompts are conversations, but {tokenizer_path}'s tokenizer "
                          "has no chat template; use plain-text prompts and no --system_prompt")
 
-    # Prompts become token ids as GRPOTrainer makes them: the chat template for conversations, else the tokenizer
-    # with its special tokens (a BOS, for Llama-style tokenizers). The held-out evaluation uses the same ids.
-    with PartialState().main_process_first():
-        train_dataset, eval_dataset = [
-            split.map(lambda prompt: {"input_ids": prompt_token_ids(tokenizer, prompt)}, input_columns="prompt",
-                      num_proc=training_args.dataset_num_proc) if split is not None else None
-            for split in (train_dataset, eval_dataset)
-        ]
-    # PPOTrainer's dataloader drops the last partial batch and loops until it has a batch: with fewer prompts than
-    # one rollout it would loop forever.
-    rollout = rollout_batch * PartialState().num_processes
-    if len(train_dataset) < rollout:
-        raise SystemExit(f"error: the training split has {len(train_dataset)} prompts, fewer than one PPO rollout "
-                         f"(per_device_train_batch_size x gradient_accumulation_steps x processes = {rollout}); "
-                         "use more prompts or a smaller batch")
-    if training_args.reward_model_path:  # PPOTrainer feeds the reward model the policy's token ids
-        rm_tokenizer = AutoTokenizer.from_pretrained(training_args.reward_model_path)
-        probe = "The reward model reads the policy's token ids: 3 + 4 = 7."
-        if rm_tokenizer(probe).input_ids != tokenizer(probe).input_ids:
-            raise SystemExit(f"error: the reward model {training_args.reward_model_path} has a different tokenizer "
-                             "from the policy's; PPOTrainer feeds it the policy's token ids, so they must share one")
+    # Prompts become token ids as GRPOTrainer makes them; the held-out evaluation uses the same ids
+    train_dataset, eval_dataset = (tokenized(split, tokenizer, training_args.dataset_num_proc)
+                                   for split in (train_dataset, eval_dataset))
     datasets = [d for d in (train_dataset, eval_dataset) if d is not None]
-    # PPOTrainer takes every pad token of a prompt for padding: a prompt holding the pad itself would lose it.
-    if any(tokenizer.pad_token_id in ids for d in datasets for ids in d["input_ids"]):
-        raise SystemExit(f"error: a prompt holds the pad token {tokenizer.pad_token!r}, which PPO would mask out as "
-                         "padding (the tokenizer writes it for text it does not know); clean the prompts")
+    check_prompts(datasets, tokenizer, training_args)
     # Every prompt is left-padded to the longest one, so the reward adapter knows where each completion starts.
     prompt_width = max(len(ids) for d in datasets for ids in d["input_ids"])
     collator = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=prompt_width)
@@ -629,44 +658,29 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     # Seeded before any weights load, so that --seed also fixes what from_pretrained initialises at random: the
     # value head, and the embedding rows for an added pad token. The Trainer seeds again later, too late for those.
     set_seed(training_args.seed)
-    model_kwargs = dict(
-        revision=model_args.model_revision,
-        dtype=model_args.dtype,
-        attn_implementation=model_args.attn_implementation,
-        trust_remote_code=script_args.trust_remote_code,
-    )
+    model_kwargs = dict(revision=model_args.model_revision, dtype=model_args.dtype,
+                        attn_implementation=model_args.attn_implementation,
+                        trust_remote_code=script_args.trust_remote_code)
     policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs)
     if script_args.eval_only:
         return evaluate_only(policy, tokenizer, eval_dataset, eval_source, reward_funcs, script_args, training_args,
                              model_kwargs)
     peft_config = get_peft_config(model_args)  # None unless --use_peft
     # The reference is a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead.
-    ref_policy = None
-    if peft_config is None:
-        ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs)
+    ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs) if peft_config is None else None
     # The value model: the policy's transformer with a new one-output `score` layer as the value head.
     value_model = AutoModelForSequenceClassification.from_pretrained(
         script_args.value_model_path or policy_path, num_labels=1, **model_kwargs
     )
-
-    reward_model = None
-    if training_args.reward_model_path:
-        reward_model = load_reward_model(training_args.reward_model_path, model_kwargs)
-
-    # trl 1.12's PPOTrainer reads --activation_checkpointing (the old --gradient_checkpointing) but never turns it on
-    if training_args.activation_checkpointing:
-        kwargs = dict(training_args.activation_checkpointing_kwargs or {})  # as Trainer splits them
-        layers, offload = kwargs.pop("every_n_layers", 1), kwargs.pop("offload", False)
-        for model in (policy, value_model):  # no kwargs: transformers' default, non-reentrant checkpoints
-            model.activation_checkpointing_enable(kwargs or None, every_n_layers=layers, offload=offload)
-
+    reward_model = (load_reward_model(training_args.reward_model_path, model_kwargs)
+                    if training_args.reward_model_path else None)
+    if training_args.activation_checkpointing:  # trl 1.12's PPOTrainer reads the flag but never acts on it
+        enable_activation_checkpointing((policy, value_model), training_args.activation_checkpointing_kwargs)
     for model in (policy, ref_policy, value_model, reward_model):
         if model is not None:
             fit_to_tokenizer(model, tokenizer)  # a new pad token, if set_ppo_pad_token added one
-    # PPOTrainer samples with a GenerationConfig of its own (temperature, top_k 0, top_p 1) that `generate` completes
-    # from the policy's generation_config: a repetition_penalty or no_repeat_ngram_size that the model ships would
-    # shape the samples, while PPO scores them with the plain policy. So the policy samples with none of them during
-    # training, and gets its own config back before it is saved.
+    # PPO scores samples with the plain policy, so it samples with none of the processors (a repetition_penalty, say)
+    # the model's generation_config ships: they are set aside while it trains, and restored before it is saved.
     shipped_generation_config = policy.generation_config
     policy.generation_config = plain_generation_config(tokenizer)
 
@@ -677,9 +691,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     # dataset columns such as `answer` as kwargs. Or a reward model. RewardAdapter hands either to PPOTrainer.
     if reward_model is not None:
         print(f"scoring with the reward model {training_args.reward_model_path}; --reward_funcs is not used")
-        reward = RewardAdapter(tokenizer, datasets, prompt_width, reward_model=reward_model)
-    else:
-        reward = RewardAdapter(tokenizer, datasets, prompt_width, reward_funcs, script_args.reward_weights)
+    reward = RewardAdapter(tokenizer, datasets, prompt_width, reward_funcs, script_args.reward_weights, reward_model)
 
     ################
     # Training
@@ -700,21 +712,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     trainer.add_callback(recorder)
     trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal))
 
-    # Held-out pass@k / maj@k when training starts and ends (--eval_num_samples K), each process on its own slice,
-    # from the same prompt ids as training. A reward model scores the policy's ids, as in training.
-    if script_args.eval_num_samples > 0:
-        eval_rewards = reward_funcs or [reward_model_reward(trainer.reward_model.reward_model, tokenizer)]
-
-        @contextmanager
-        def policy_for_generation():
-            with unwrap_model_for_generation(trainer.model, trainer.accelerator) as unwrapped:
-                yield unwrapped.policy  # PPOTrainer wraps policy and value model together
-
-        trainer.add_callback(BeforeAfterEval(
-            eval_dataset, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
-            script_args.eval_max_prompts, training_sampling(trainer), training_args.seed,
-            policy_for_generation, trainer.accelerator, training_args.output_dir,
-        ))
+    if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
+        trainer.add_callback(held_out_evaluation(trainer, tokenizer, eval_dataset, eval_source, reward_funcs,
+                                                 script_args, training_args))
 
     print_distributed_mode(trainer)
     start = time.perf_counter()
@@ -738,12 +738,7 @@ if __name__ == "__main__":
     defaults, tuned = default_recipe(DEFAULT_RECIPE, root=HERE)
     parser.set_defaults_with_config(**{**device_defaults(), **defaults})
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
-    configure_tracking(training_args)
-    check_launch(training_args, deepspeed_ok=False)
-    check_model_path(model_args.model_name_or_path, model_args.model_revision)
-    check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts, script_args.eval_only)
-    policy_path = training_args.sft_model_path or model_args.model_name_or_path  # the model that trains
-    warn_if_tuned_defaults_kept(defaults["model_name_or_path"], policy_path, tuned, training_args)
+    validate(script_args, training_args, model_args, defaults["model_name_or_path"], tuned)
     main(script_args, training_args, model_args)
     # Free the trainer now, while Python is fully alive. Left to the interpreter's shutdown, the DDP model's
     # gloo buffers are released from torch's threads after Python has stopped, which can abort the process

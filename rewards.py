@@ -229,6 +229,9 @@ def extract_answer(text: str) -> str | None:
     or 13" answers "12 or 13", a list of guesses, as it would inside `<answer>`.
     After `####` the answer is the first number on its line ("#### 72 dollars" is 72), or the whole line where
     that number is one of a list of guesses (`GUESSES`) or starts an expression ("#### 7 / 8" is 7/8, not 7).
+    Why not math-verify's own extraction (`parse` with its extraction configs): it reads a coefficient as the answer
+    (`so 5 x` is 5) and the last of a list of guesses as the answer (`so 12 or 13` is 13), which a reward must not
+    credit. math-verify still parses and compares what this returns.
 
     >>> extract_answer("<think>2 + 2</think> <answer> 4 </answer>")
     '4'

