@@ -45,7 +45,7 @@ eval.json alone: the evaluation of a saved model or adapter, no training).
 
 To start your own, copy this script with the files it needs beside it (tests/e2e/test_copy.py runs such a copy):
 
-    common.py rewards.py evaluation.py recipes/tiny/grpo.yaml
+    options.py data.py outputs.py rewards.py evaluation.py recipes/tiny/grpo.yaml
 
 Optional, imported only when a run uses them: tools.py (--tools), code_sandbox.py (the `code` reward).
 """
@@ -70,26 +70,7 @@ from trl.chat_template_utils import add_response_schema, supports_tool_calling
 from trl.data_utils import is_conversational
 from trl.models import unwrap_model_for_generation
 
-from common import (
-    NoSignalWatchdog,
-    RunArguments,
-    RunRecorder,
-    check_gpu_options,
-    check_launch,
-    check_model_path,
-    check_reward_funcs,
-    check_reward_model,
-    configure_tracking,
-    default_recipe,
-    device_defaults,
-    load_splits,
-    options_set,
-    parse_args,
-    print_distributed_mode,
-    resolve_checkpoint,
-    warn_if_tuned_defaults_kept,
-    write_summary,
-)
+from data import load_splits
 from evaluation import (
     BeforeAfterEval,
     RewardModelReward,
@@ -99,6 +80,22 @@ from evaluation import (
     text_encoder,
     up_to_first,
 )
+from options import (
+    RunArguments,
+    check_gpu_options,
+    check_launch,
+    check_model_path,
+    check_reward_funcs,
+    check_reward_model,
+    configure_tracking,
+    default_recipe,
+    device_defaults,
+    options_set,
+    parse_args,
+    resolve_checkpoint,
+    warn_if_tuned_defaults_kept,
+)
+from outputs import NoSignalWatchdog, RunRecorder, print_distributed_mode, write_summary
 from rewards import get_reward_funcs
 
 try:  # tool calling is optional: a copy of this script without tools.py runs, and refuses --tools
@@ -151,7 +148,7 @@ def names(registry: str) -> list[str]:
 
 @dataclass
 class GRPOScriptArguments(RunArguments):
-    """GRPO's own arguments, on top of those both scripts take (common.RunArguments: the data, the rewards, the
+    """GRPO's own arguments, on top of those both scripts take (options.RunArguments: the data, the rewards, the
     held-out evaluation). `--reward_weights` is GRPOConfig's own."""
 
     reward_model_name_or_path: list[str] = field(

@@ -54,7 +54,7 @@ not saved.
 
 To start your own, copy this script with the files it needs beside it (tests/e2e/test_copy.py runs such a copy):
 
-    common.py rewards.py evaluation.py recipes/tiny/ppo.yaml
+    options.py data.py outputs.py rewards.py evaluation.py recipes/tiny/ppo.yaml
 
 Optional, imported only when a run uses it: code_sandbox.py (the `code` reward).
 """
@@ -86,24 +86,7 @@ from trl.experimental.ppo import PPOConfig, PPOTrainer
 from trl.experimental.utils import first_true_indices, get_reward
 from trl.models import unwrap_model_for_generation
 
-from common import (
-    NoSignalWatchdog,
-    RunArguments,
-    RunRecorder,
-    check_launch,
-    check_model_path,
-    check_reward_funcs,
-    check_reward_model,
-    configure_tracking,
-    default_recipe,
-    device_defaults,
-    load_splits,
-    options_set,
-    parse_args,
-    print_distributed_mode,
-    warn_if_tuned_defaults_kept,
-    write_summary,
-)
+from data import load_splits
 from evaluation import (
     BeforeAfterEval,
     RewardModelReward,
@@ -111,6 +94,20 @@ from evaluation import (
     check_eval_options,
     prompt_token_ids,
 )
+from options import (
+    RunArguments,
+    check_launch,
+    check_model_path,
+    check_reward_funcs,
+    check_reward_model,
+    configure_tracking,
+    default_recipe,
+    device_defaults,
+    options_set,
+    parse_args,
+    warn_if_tuned_defaults_kept,
+)
+from outputs import NoSignalWatchdog, RunRecorder, print_distributed_mode, write_summary
 from rewards import get_reward_funcs
 
 HERE = Path(__file__).resolve().parent
@@ -209,7 +206,7 @@ UNSUPPORTED_OPTIONS = {
 
 @dataclass
 class PPOScriptArguments(RunArguments):
-    """PPO's own arguments, on top of those both scripts take (common.RunArguments: the data, the rewards, the
+    """PPO's own arguments, on top of those both scripts take (options.RunArguments: the data, the rewards, the
     held-out evaluation). `--reward_model_path` is PPOConfig's own."""
 
     tools: list[str] = field(

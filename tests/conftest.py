@@ -209,7 +209,7 @@ def fails_early(capfd, monkeypatch):
 def script_parser(script):
     """`script`'s (the imported module's) TrlParser with the script's own defaults, as its __main__ builds it, and
     its default recipe's (values, tuned settings)."""
-    from common import default_recipe, device_defaults
+    from options import default_recipe, device_defaults
     from trl import ModelConfig, TrlParser
 
     config = script.GRPOConfig if hasattr(script, "GRPOScriptArguments") else script.PPOConfig

@@ -328,7 +328,7 @@ def test_run_recorder_logs_the_last_step(tmp_path, max_steps, logging_steps, log
     from transformers import TrainerControl, TrainerState, TrainingArguments
     from transformers.trainer_callback import DefaultFlowCallback
 
-    from common import RunRecorder
+    from outputs import RunRecorder
 
     args = TrainingArguments(output_dir=str(tmp_path), logging_steps=logging_steps, use_cpu=True, report_to=[])
     state, callbacks = TrainerState(max_steps=max_steps, logging_steps=logging_steps), [DefaultFlowCallback(),

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO, THREADS, read_jsonl, run_script
 
-from common import read_jsonl_lenient
+from outputs import read_jsonl_lenient
 
 
 @pytest.mark.newest_trl
@@ -55,7 +55,7 @@ def test_grpo_kill_and_resume(tmp_path):
 
 
 def test_resume_last_skips_a_checkpoint_cut_short(tmp_path):
-    from common import resolve_checkpoint
+    from options import resolve_checkpoint
 
     for step, state in [(10, "{}"), (20, '{"global_st'), (30, None)]:  # complete, torn write, killed before the state
         (tmp_path / f"checkpoint-{step}").mkdir()
@@ -70,7 +70,7 @@ def test_resume_last_skips_a_checkpoint_cut_short(tmp_path):
 
 def test_resume_last_ignores_directories_that_are_not_step_checkpoints(tmp_path):
     """`checkpoint-best` (e.g. copied there by a user or a callback) is not a checkpoint of a step: skip it."""
-    from common import resolve_checkpoint
+    from options import resolve_checkpoint
 
     for name in ("checkpoint-5", "checkpoint-best", "checkpoint-40"):
         (tmp_path / name).mkdir()

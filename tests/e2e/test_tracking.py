@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import read_jsonl, run_script
 
-import common
+import options
 
 tensorboard = pytest.importorskip("tensorboard", reason="pip install -r requirements-tracking.txt")
 pytest.importorskip("trackio", reason="pip install -r requirements-tracking.txt")
@@ -42,7 +42,7 @@ def test_tensorboard_and_trackio_hold_the_logged_reward(script, tmp_path):
 
 def test_report_to_takes_a_comma_separated_list():
     args = SimpleNamespace(report_to=["tensorboard, trackio"])
-    common.configure_tracking(args)
+    options.configure_tracking(args)
     assert args.report_to == ["tensorboard", "trackio"]
 
 
@@ -56,6 +56,6 @@ def test_a_tracker_that_is_not_installed_stops_the_run_with_one_line(monkeypatch
 
     monkeypatch.setattr(importlib, "import_module", without_trackio)
     with pytest.raises(SystemExit) as stop:
-        common.configure_tracking(SimpleNamespace(report_to=["tensorboard,trackio"]))
+        options.configure_tracking(SimpleNamespace(report_to=["tensorboard,trackio"]))
     assert str(stop.value) == ("error: --report_to trackio needs the trackio package (No module named 'trackio'); "
                                "pip install -r requirements-tracking.txt")

@@ -1,4 +1,4 @@
-"""Loading prompts (common.load_prompt_dataset, shared by both scripts): every input the README lists for
+"""Loading prompts (data.load_prompt_dataset, shared by both scripts): every input the README lists for
 --dataset_name and --dataset_config, in-process. The scripts' own use of it runs end to end in test_grpo.py."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 from conftest import write_jsonl
 
-from common import load_prompt_dataset
+from data import load_prompt_dataset
 from rewards import accuracy_reward
 
 ROWS = [{"prompt": f"{a}+{a}=", "answer": str(2 * a)} for a in range(6)]

@@ -109,7 +109,7 @@ def test_every_option_is_audited(name):
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_each_unsupported_option_is_refused_when_set(name):
-    from common import refuse_ignored_fields
+    from options import refuse_ignored_fields
 
     parser, _ = parser_of(name)
     defaults = parser.parse_args_into_dataclasses(args=[])
@@ -142,7 +142,7 @@ REFUSED = [
 @pytest.mark.parametrize("name, flags, keys, option", REFUSED)
 def test_refused_from_a_flag_a_yaml_key_or_both(tmp_path, name, flags, keys, option):
     import yaml
-    from common import parse_args
+    from options import parse_args
 
     parser, _ = parser_of(name)
     argv = [str(a) for k, v in flags.items() for a in (f"--{k}", v)]
@@ -158,7 +158,7 @@ def test_a_recipe_of_acting_options_is_not_refused(tmp_path, name):
     """The refusal compares with the script's defaults, not the YAML's: a recipe that sets only options that act
     (here, one from each of the three dataclasses) runs, and its values arrive."""
     import yaml
-    from common import parse_args
+    from options import parse_args
 
     parser, _ = parser_of(name)
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({"learning_rate": 1e-5, "lora_r": 4, "system_prompt": "Hi."}))

@@ -6,7 +6,7 @@ The figures are caught at `savefig` and read back: axes titles, line labels and 
 import matplotlib.figure
 import pytest
 
-from common import plot_rewards, plot_training
+from outputs import plot_rewards, plot_training
 
 # Logs as the scripts record them in metrics.jsonl. GRPO: `kl`, `completions/mean_length`; PPO: `objective/kl`.
 # A reward that scored nothing at a step is logged as None there; eval logs carry only `eval_*` keys.

@@ -1,0 +1,398 @@
+"""What a run writes and prints, shared by `grpo_trl_example.py` and `ppo_trl_example.py` (docs/outputs.md).
+
+    RunRecorder            a TrainerCallback that writes metrics.jsonl and completions.jsonl (resume-safe)
+    NoSignalWatchdog       a TrainerCallback that warns (or stops) when the reward gives no signal
+    print_distributed_mode()  the distributed mode accelerate set up, printed before training
+    write_summary()        summary.json, reward_curve.png, training_curves.png and the printed summary
+
+Importing it silences, each by its exact message, the upstream warnings every run would print for nothing.
+"""
+
+import json
+import logging
+import os
+import platform
+import re
+import sys
+import time
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import TrainerCallback
+
+
+# Upstream warnings that every run would print and that mean nothing for it, each silenced by its exact message,
+# never wholesale (docs/outputs.md, "What a run prints"):
+# - trl 1.12 (trl/models/utils.py, PPOTrainer) and peft 0.21 call transformers 5.23's deprecated names for the
+#   activation checkpointing methods, which forward to the new ones;
+for _name in ("is_gradient_checkpointing", "gradient_checkpointing_enable", "gradient_checkpointing_disable"):
+    warnings.filterwarnings("ignore", message=f"`{_name}` is deprecated", category=FutureWarning)
+# - trl 1.12's PPOTrainer logs the variance of the policy ratio over its minibatches (val/ratio_var); with one
+#   minibatch and one PPO epoch there is one value, torch warns and the metric is nan;
+warnings.filterwarnings("ignore", message=r"var\(\): degrees of freedom is <= 0", category=UserWarning)
+# - DeepSpeed 0.19's ZeRO calls torch 2.13's deprecated names for two collectives at every step, which forward to the
+#   new ones;
+for _name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+    warnings.filterwarnings("ignore", message=rf"`torch\.distributed\.{_name}` is deprecated", category=FutureWarning)
+
+
+class _DropLogRecord(logging.Filter):
+    """Drops the log records whose message matches `pattern`."""
+
+    def __init__(self, pattern: str):
+        super().__init__()
+        self.pattern = re.compile(pattern)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.pattern.match(record.getMessage())
+
+
+# - trl 1.12's PPOTrainer asks `generate` for its scores (output_scores, return_dict_in_generate) beside a
+#   generation config, which transformers 5.23 logs once as deprecated.
+logging.getLogger("transformers.generation.utils").addFilter(_DropLogRecord(
+    r"Passing `generation_config` together with generation-related arguments="
+    r"\(\{'(output_scores|return_dict_in_generate)', '(output_scores|return_dict_in_generate)'\}\)"))
+
+
+def tracking_lines(training_args) -> list[str]:
+    """How to open each tracker's dashboard, for the end-of-run summary."""
+    lines = []
+    if "tensorboard" in training_args.report_to:
+        where = os.environ.get("TENSORBOARD_LOGGING_DIR") or Path(training_args.output_dir) / "runs"  # transformers'
+        lines.append(f"  tensorboard: tensorboard --logdir {where}")
+    if "trackio" in training_args.report_to:
+        where = os.environ.get("TRACKIO_DIR")
+        lines.append(f"  trackio:     trackio show --project {training_args.project}"
+                     + (f"   (with TRACKIO_DIR={where})" if where else ""))
+    return lines
+
+
+class RunRecorder(TrainerCallback):
+    """Append each log to `metrics.jsonl`, and sampled completions to `completions.jsonl`.
+
+    Both files are append-only JSON lines, written by the main process only, so a crash never leaves a
+    half-written file behind: at worst the last line is missing.
+    Why not `trainer.state.log_history`: it holds the same logs, but in memory, and on disk only inside each
+    checkpoint; metrics.jsonl is on disk at every logging step, and a resumed run keeps each step in it once.
+
+    Args:
+        output_dir: where the files go (created if needed).
+        samples: called at each logging step; returns the latest completions as a list of dicts
+            (prompt, completion, one key per reward). The trainer-specific part lives in each script.
+    """
+
+    def __init__(self, output_dir: str, samples: Callable[[], list[dict]]):
+        self.output_dir = Path(output_dir)
+        self.samples = samples
+        self.history: list[dict] = []  # every training log, also used by write_summary()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        """Start the files afresh, or, when resuming, keep only what was logged up to the checkpoint.
+
+        Steps logged after the checkpoint by the run that died are run again now, so they are dropped,
+        and every step appears exactly once.
+        """
+        if not state.is_world_process_zero:
+            return
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("metrics.jsonl", "completions.jsonl"):
+            kept = [r for r in read_jsonl_lenient(self.output_dir / name) if r["step"] <= state.global_step]
+            write_text_atomic(self.output_dir / name, "".join(json.dumps(r) + "\n" for r in kept))
+            if name == "metrics.jsonl":
+                self.history = kept
+
+    def on_step_end(self, args, state, control, **kwargs):
+        """Log the last step, whatever --logging_steps says: a run shorter than one logging interval, or one that
+        ends between two, still records its final reward and completions (transformers logs only every
+        `logging_steps`, so a 6-step run with logging_steps 10 would log nothing)."""
+        if state.global_step >= state.max_steps:
+            control.should_log = True
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "train_runtime" in logs:
+            return  # the final log (train_runtime, train_loss) goes to summary.json instead
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        record = {"step": state.global_step, "wall_time": round(time.time(), 3), **logs}  # for curves against time
+        self.history.append(record)
+        with open(self.output_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+        if "reward" in logs:  # a training log, not an eval one
+            with open(self.output_dir / "completions.jsonl", "a") as f:
+                f.writelines(json.dumps({"step": state.global_step, **row}) + "\n" for row in self.samples())
+
+
+class NoSignalWatchdog(TrainerCallback):
+    """Say so when training has stopped getting a learning signal, and why that usually happens.
+
+    Policy-gradient methods learn from differences in reward. Two patterns in the logs mean there
+    are none: GRPO's `frac_reward_zero_std` near 1 (every completion of a prompt got the same reward,
+    so every advantage is 0), or a total reward that has not moved for `patience` logging steps.
+    Either prints one warning with the usual fixes; with `stop=True` training then stops cleanly
+    (the model and outputs are still written). With `beta=0` a zero loss is expected, and is
+    explained once so it is not mistaken for a bug.
+
+    Args:
+        patience: how many consecutive logging steps without signal before warning.
+        stop: stop training at the warning (`--stop_on_no_signal`).
+        beta: the KL coefficient, for the zero-loss explanation; None where it does not apply (PPO).
+    """
+
+    FIXES = (
+        "Usual fixes: more completions per prompt (--num_generations), a higher --temperature, a reward "
+        "with partial credit (e.g. add tag_count next to format), or check that the reward can read your "
+        "completions at all (look at completions.jsonl: is the answer where the parser looks?)."
+    )
+
+    def __init__(self, patience: int = 5, stop: bool = False, beta: float | None = None):
+        self.patience, self.stop, self.beta = patience, stop, beta
+        self.recent: list[dict] = []
+        self.warned = self.explained_zero_loss = False
+        self.unscored: set[str] = set()  # rewards already reported as scoring nothing
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs:
+            return
+        # A reward that returned None for every completion of the logging step: both trainers log its mean as None.
+        for key, value in logs.items():
+            name = key.removeprefix("rewards/").removesuffix("/mean")
+            if key.startswith("rewards/") and key.endswith("/mean") and value is None and name not in self.unscored:
+                self.unscored.add(name)
+                if state.is_world_process_zero:
+                    print(f"\nWARNING: reward '{name}' returned None for every completion at step {state.global_step}: "
+                          "it could not score any of them, so it adds nothing to the reward. Check that the dataset "
+                          "has the columns it reads, and that its answers are where it looks (completions.jsonl).")
+        if logs.get("reward") is None:
+            return
+        self.recent = (self.recent + [logs])[-self.patience :]
+        rewards = [log["reward"] for log in self.recent]
+        reason = None
+        if len(self.recent) == self.patience:
+            if all(log.get("frac_reward_zero_std", 0.0) >= 0.95 for log in self.recent):
+                reason = "frac_reward_zero_std >= 0.95: the completions of each prompt all got the same reward"
+            elif max(rewards) - min(rewards) < 1e-6:
+                reason = f"the mean reward has stayed at {rewards[-1]:.4g}"
+        if reason is None:
+            self.warned = False  # signal is back: warn again if it is lost again
+        elif not self.warned:
+            self.warned = True
+            if state.is_world_process_zero:
+                print(f"\nWARNING: no learning signal for {self.patience} logging steps (step {state.global_step}): "
+                      f"{reason}, so the advantages are zero and the policy does not change. {self.FIXES}")
+            if self.stop:
+                control.should_training_stop = True
+                if state.is_world_process_zero:
+                    print("Stopping training (--stop_on_no_signal).")
+        if self.beta == 0 and abs(logs.get("loss", 1.0)) < 1e-8 and not self.explained_zero_loss:
+            self.explained_zero_loss = True
+            if state.is_world_process_zero:
+                print("\nNOTE: loss is 0 with beta=0. This is expected: GRPO's advantages have zero mean within each "
+                      "group, so the loss is about 0 at every step even while the policy learns. Watch the reward.")
+
+
+def mean_reward_first_last(history: list[dict], key: str = "reward", fraction: float = 0.2) -> tuple[float, float]:
+    """Mean of `key` over the first and the last `fraction` of the logged steps that have it."""
+    values = [h[key] for h in history if h.get(key) is not None]
+    if not values:
+        return float("nan"), float("nan")
+    k = max(1, round(len(values) * fraction))
+    return sum(values[:k]) / k, sum(values[-k:]) / k
+
+
+def distributed_mode(trainer) -> dict:
+    """How the run is spread over processes, as accelerate set it up rather than as the launch config asked: the mode
+    (single process, DDP, FSDP1/FSDP2, DeepSpeed ZeRO-<stage>), the number of processes, the device and the backend.
+    """
+    from accelerate.utils import DistributedType
+
+    accelerator, state = trainer.accelerator, trainer.accelerator.state
+    if state.distributed_type == DistributedType.FSDP:
+        mode = f"FSDP{state.fsdp_plugin.fsdp_version}"
+    elif state.distributed_type == DistributedType.DEEPSPEED:
+        mode = f"DeepSpeed ZeRO-{state.deepspeed_plugin.zero_stage}"
+    else:
+        mode = "DDP" if accelerator.num_processes > 1 else "single process"
+    return {"mode": mode, "processes": accelerator.num_processes, "device": accelerator.device.type,
+            "backend": state.backend}
+
+
+def describe(mode: dict) -> str:
+    """The distributed mode in words, as a run prints it.
+
+    >>> describe({"mode": "DDP", "processes": 2, "device": "cpu", "backend": "gloo"})
+    'DDP, 2 processes on cpu (gloo)'
+    >>> describe({"mode": "single process", "processes": 1, "device": "cpu", "backend": None})
+    'single process, 1 process on cpu'
+    """
+    processes = f"{mode['processes']} process{'es' if mode['processes'] > 1 else ''}"
+    return f"{mode['mode']}, {processes} on {mode['device']}" + (f" ({mode['backend']})" if mode["backend"] else "")
+
+
+def print_distributed_mode(trainer) -> None:
+    """Say, before training, how the run is spread over processes (main process only)."""
+    if trainer.accelerator.is_main_process:
+        print(f"distributed: {describe(distributed_mode(trainer))}", flush=True)
+
+
+def held_parameters(trainer) -> list[int]:
+    """The number of parameters (elements, frozen ones included) of the model the trainer prepared (PPO: policy and
+    value model) stored on each process, gathered from all of them (call it on every process): the whole model under
+    DDP or one process, about 1/N of it each where FSDP or ZeRO-3 shards it."""
+    def local(p):
+        if hasattr(p, "ds_tensor"):  # DeepSpeed ZeRO-3: this process's partition
+            return p.ds_tensor.numel()
+        return p.to_local().numel() if hasattr(p, "to_local") else p.numel()  # FSDP2: a DTensor's local shard
+
+    model = getattr(trainer, "model_wrapped", trainer.model)  # PPOTrainer keeps the prepared model (policy and value)
+    held = torch.tensor([sum(local(p) for p in model.parameters())], device=trainer.accelerator.device)
+    return trainer.accelerator.gather(held).tolist()
+
+
+def library_versions() -> dict:
+    import accelerate
+    import datasets
+    import peft
+    import transformers
+    import trl
+
+    return {
+        "python": platform.python_version(),
+        **{m.__name__: m.__version__ for m in (torch, transformers, trl, peft, accelerate, datasets)},
+    }
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file and rename it over `path`, so a kill never leaves a half-written file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def read_jsonl_lenient(path: Path) -> list[dict]:
+    """The records of a JSON-lines file, without a last line cut short by a kill; [] if there is no file."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return records
+
+
+def plot_rewards(history: list[dict], reward_keys: list[str], path: Path, title: str) -> None:
+    """Plot the total reward, each reward function's mean and the eval reward against the training step.
+
+    TensorBoard and trackio draw the same curves live (`--report_to`); this PNG needs neither a server nor an
+    optional package, so every run leaves one."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key in ["reward", *reward_keys, "eval_reward"]:
+        points = [(h["step"], h[key]) for h in history if h.get(key) is not None]
+        if points:
+            style = {"reward": dict(linewidth=2), "eval_reward": dict(linestyle="--", marker="o")}.get(key, {})
+            ax.plot(*zip(*points), label=key, **style)
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean reward")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# Panels of training_curves.png: a title and the metric keys to draw, GRPO's and PPO's names alike.
+TRAINING_PANELS = [
+    ("KL to the reference", ["kl", "objective/kl"]),
+    ("completion length (tokens)", ["completions/mean_length", "completion_length"]),
+    ("tool use (per completion)", ["tools/call_frequency", "tools/failure_frequency"]),
+]
+
+
+def plot_training(history: list[dict], reward_keys: list[str], path: Path, title: str) -> None:
+    """One PNG with a panel per reward function's mean, then KL, completion length and tool use (where logged),
+    against the step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(key.removeprefix("rewards/").removesuffix("/mean"), [key]) for key in reward_keys] + TRAINING_PANELS
+    panels = [(name, [k for k in keys if any(h.get(k) is not None for h in history)]) for name, keys in panels]
+    panels = [(name, keys) for name, keys in panels if keys]
+    if not panels:  # nothing logged yet (stopped before its first step)
+        return
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.2 * len(panels)), sharex=True, squeeze=False)
+    for ax, (name, keys) in zip(axes[:, 0], panels):
+        for key in keys:
+            ax.plot(*zip(*[(h["step"], h[key]) for h in history if h.get(key) is not None]), label=key)
+        ax.set_title(name, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("step")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_summary(trainer, recorder: RunRecorder, train_output, script_args, training_args, model_args, title: str):
+    """Write summary.json and the plots, and print where everything went. Call it on every process: the parameters
+    each one holds are gathered first; the rest is the main process's."""
+    held = held_parameters(trainer)
+    if not trainer.accelerator.is_main_process:
+        return
+    out = Path(training_args.output_dir)
+    history = [h for h in recorder.history if "reward" in h]
+    first, last = mean_reward_first_last(history)
+    reward_keys = sorted({k for h in history for k in h if k.startswith("rewards/") and k.endswith("/mean")})
+    summary = {
+        "command": " ".join(sys.argv),
+        "script_args": asdict(script_args),
+        "training_args": training_args.to_dict(),
+        "model_args": asdict(model_args),
+        "versions": library_versions(),
+        "world_size": trainer.accelerator.num_processes,
+        "distributed": {**distributed_mode(trainer), "held_parameters": held},
+        "global_step": trainer.state.global_step,
+        "train_runtime": train_output.metrics.get("train_runtime"),
+        "reward_first_20pct": first,
+        "reward_last_20pct": last,
+        "reward_per_func_last": {k: history[-1][k] for k in reward_keys} if history else {},
+    }
+    # Tool-calling GRPO (--tools): how often the model called a tool, per completion, and how often a call failed,
+    # as TRL logs them; next to each reward function's mean, so "more calls, more right answers" reads off one file.
+    tool_keys = sorted({k for h in history for k in h if k.startswith("tools/")})
+    if tool_keys:
+        summary["first_last_20pct"] = {k: mean_reward_first_last(history, k) for k in reward_keys + tool_keys}
+    write_json_atomic(out / "summary.json", summary)
+    plots = [out / "reward_curve.png", out / "training_curves.png"]
+    plot_rewards(recorder.history, reward_keys, plots[0], title)
+    plot_training(history, reward_keys, plots[1], title)
+
+    print(
+        f"\n{title}: {trainer.state.global_step} steps in {summary['train_runtime']:.1f}s "
+        f"({describe(summary['distributed'])})\n"
+        f"  mean reward, first 20% of logged steps: {first:.3f}\n"
+        f"  mean reward, last 20% of logged steps:  {last:.3f}\n"
+        + "".join(f"  {key}, first -> last 20%: {a:.3f} -> {b:.3f}\n"
+                  for key, (a, b) in summary.get("first_last_20pct", {}).items())
+        + f"  model:       {out}\n"
+        f"  metrics:     {out / 'metrics.jsonl'}\n"
+        f"  completions: {out / 'completions.jsonl'}\n"
+        f"  summary:     {out / 'summary.json'}\n"
+        f"  plots:       {', '.join(str(p) for p in plots if p.exists())}"
+        + "".join("\n" + line for line in tracking_lines(training_args))
+    )
