@@ -100,7 +100,9 @@ from rewards import get_reward_funcs
 
 try:  # tool calling is optional: a copy of this script without tools.py runs, and refuses --tools
     import tools as tool_registry
-except ImportError:
+except ModuleNotFoundError as missing:
+    if missing.name != "tools":  # tools.py is there but something it imports is not: say so
+        raise
     tool_registry = None
 
 HERE = Path(__file__).resolve().parent
