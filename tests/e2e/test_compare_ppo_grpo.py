@@ -28,26 +28,30 @@ def test_quick_study_writes_every_run_the_table_and_the_plot(tmp_path):
     assert {(r["algo"], r["lr"]) for r in sweep} == {(a, lr) for a in ("grpo", "ppo") for lr in QUICK["lrs"]}
     assert {r["group"] for r in sweep if r["algo"] == "grpo"} == set(QUICK["groups"])
     assert {r["iterations"] for r in sweep if r["algo"] == "grpo"} == set(QUICK["iterations"])
+    assert {r["kl"] for r in sweep if r["algo"] == "ppo"} == set(QUICK["kl_coefs"])
     assert {r["seed"] for r in sweep} == set(QUICK["sweep_seeds"])
+    assert summary["recipes"] == {"grpo": "recipes/tiny/grpo.yaml", "ppo": "recipes/tiny/ppo.yaml"}
 
     def best(rows):
         means = {}
         for r in rows:
-            means.setdefault((r["lr"], r["group"], r["iterations"]), []).append(r["reward_last_20pct"])
-        return dict(zip(("lr", "group", "iterations"), max(means, key=lambda key: statistics.mean(means[key]))))
+            means.setdefault((r["lr"], r["group"], r["iterations"], r["kl"]), []).append(r["reward_last_20pct"])
+        return dict(zip(("lr", "group", "iterations", "kl"), max(means, key=lambda key: statistics.mean(means[key]))))
 
     grpo = [r for r in sweep if r["algo"] == "grpo"]
     lr = best([r for r in grpo if (r["group"], r["iterations"]) == (8, 1)])["lr"]
     group = best([r for r in grpo if r["lr"] == lr and r["iterations"] == 1])["group"]
     assert summary["picks"]["grpo"] == best([r for r in grpo if r["lr"] == lr and r["group"] == group])
-    assert summary["picks"]["ppo"] == best([r for r in sweep if r["algo"] == "ppo"])
+    ppo = [r for r in sweep if r["algo"] == "ppo"]
+    ppo_lr = best([r for r in ppo if r["kl"] == QUICK["kl_coefs"][0]])["lr"]
+    assert summary["picks"]["ppo"] == best([r for r in ppo if r["lr"] == ppo_lr])
 
     # the study: each algorithm at its picks, every budget and seed, each run's curve up to its budget
     study = [r for r in runs if r["stage"] == "study"]
     assert sorted((r["algo"], r["budget"], r["seed"]) for r in study) == sorted(
         (a, b, s) for a in ("grpo", "ppo") for b in QUICK["budgets"] for s in QUICK["seeds"])
     for r in study:
-        assert {key: r[key] for key in ("lr", "group", "iterations")} == summary["picks"][r["algo"]]
+        assert {key: r[key] for key in ("lr", "group", "iterations", "kl")} == summary["picks"][r["algo"]]
         completions, seconds, rewards = zip(*r["curve"])
         assert completions[-1] == r["budget"] and list(completions) == sorted(set(completions))
         assert list(seconds) == sorted(seconds) and 0 < seconds[-1] <= r["wall_s"]
@@ -63,4 +67,26 @@ def test_quick_study_writes_every_run_the_table_and_the_plot(tmp_path):
         below = sum(r["pass@1 after"] < r["pass@1 before"] for r in runs_here)
         assert row["ended_below_start"] == below / len(runs_here)
         assert key in done.stdout
+    assert (out / "compare_ppo_grpo.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_study_runs_on_the_real_model(tmp_path, smollm2):
+    """Each algorithm from its SmolLM2 recipe, for one tiny budget: the real-model study's path end to end (the study
+    itself is a benchmark, issue 25). Completions are counted in the recipes' own batches (16 per step and update)."""
+    out = tmp_path / "study"
+    recipes = REPO / "recipes" / "SmolLM2-135M-Instruct"
+    run_script("benchmarks/compare_ppo_grpo.py", "--grpo_config", recipes / "grpo" / "config_chat_addition.yaml",
+               "--ppo_config", recipes / "ppo" / "config_chat_addition_lora.yaml", "--grpo_lrs", 2e-5,
+               "--ppo_lrs", 3e-4, "--kl_coefs", 0.05, "--groups", 8, "--iterations", 1, "--budgets", 16,
+               "--seeds", 1, 2, "--sweep_seeds", 101, "--eval_num_samples", 1, "--extra_args", "--eval_max_prompts 2",
+               "--parallel", 1, "--output_dir", out, cwd=tmp_path, timeout=900)  # one core: the other worker's
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["recipes"] == {"grpo": "recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml",
+                                  "ppo": "recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml"}
+    study = [r for r in json.loads((out / "runs.json").read_text()) if r["stage"] == "study"]
+    assert sorted((r["algo"], r["seed"]) for r in study) == [("grpo", 1), ("grpo", 2), ("ppo", 1), ("ppo", 2)]
+    for r in study:
+        assert f"--config recipes/SmolLM2-135M-Instruct/{r['algo']}/" in r["command"]
+        assert r["curve"][-1][0] == 16  # one GRPO step of 16 completions, one PPO update of 16
+        assert r["peak_rss_mib"] > 1000  # a 135M-parameter model, not the tiny one
     assert (out / "compare_ppo_grpo.png").read_bytes()[:4] == b"\x89PNG"
