@@ -79,7 +79,7 @@ def test_the_study_runs_on_the_real_model(tmp_path, smollm2):
                "--ppo_config", recipes / "ppo" / "config_chat_addition_lora.yaml", "--grpo_lrs", 2e-5,
                "--ppo_lrs", 3e-4, "--kl_coefs", 0.05, "--groups", 8, "--iterations", 1, "--budgets", 16,
                "--seeds", 1, 2, "--sweep_seeds", 101, "--eval_num_samples", 1, "--extra_args", "--eval_max_prompts 2",
-               "--parallel", 1, "--output_dir", out, cwd=tmp_path, timeout=900)  # one core: the other worker's
+               "--parallel", 1, "--output_dir", out, cwd=tmp_path, timeout=900)  # one core; the other is a worker's
     summary = json.loads((out / "summary.json").read_text())
     assert summary["recipes"] == {"grpo": "recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml",
                                   "ppo": "recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml"}
