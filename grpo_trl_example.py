@@ -88,11 +88,10 @@ from options import (
     check_reward_funcs,
     check_reward_model,
     configure_tracking,
-    default_recipe,
-    device_defaults,
     options_set,
     parse_args,
     resolve_checkpoint,
+    set_default_run,
     warn_if_tuned_defaults_kept,
 )
 from outputs import NoSignalWatchdog, RunRecorder, print_distributed_mode, write_summary
@@ -472,8 +471,7 @@ class LogEpisodes:
 
 if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
-    defaults, tuned = default_recipe(DEFAULT_RECIPE, root=HERE)
-    parser.set_defaults_with_config(**{**device_defaults(), **defaults})
+    defaults, tuned = set_default_run(parser, DEFAULT_RECIPE, root=HERE)
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
     validate(script_args, training_args, model_args, defaults["model_name_or_path"], tuned)
     main(script_args, training_args, model_args)

@@ -5,6 +5,7 @@ defaults, and the checks each script's validate() calls before anything loads.
     parse_args()           TrlParser parsing: options that would have no effect refused, from a flag or a YAML key,
                            and valid batch sizes suggested when TRL rejects one
     default_recipe()       a script's default run, from recipes/tiny/<algo>.yaml, and the settings tuned for it
+    set_default_run()      a script's default run (and the device defaults) as its TrlParser's defaults
     device_defaults()      CPU defaults (`use_cpu`, no bf16, no activation checkpointing) when there is no GPU
     options_set()          the options a run sets itself, as flags or in its --config YAML
     check_model_path()     a clear error for a model that is neither a directory nor on the hub
@@ -156,6 +157,14 @@ def default_recipe(path: Path, root: Path) -> tuple[dict, dict]:
             values[key] = str(root / value)
     tuned = {key: values[key] for key in re.findall(r"^(\w+):.*#\s*tuned\b", text, re.M)}
     return values, tuned
+
+
+def set_default_run(parser, recipe: Path, root: Path) -> tuple[dict, dict]:
+    """Make a script's default run (the recipe's values, over `device_defaults()`) the TrlParser's defaults; return
+    the recipe's values and the settings it marks `# tuned` (see `default_recipe`)."""
+    defaults, tuned = default_recipe(recipe, root)
+    parser.set_defaults_with_config(**{**device_defaults(), **defaults})
+    return defaults, tuned
 
 
 def device_defaults() -> dict:

@@ -101,10 +101,9 @@ from options import (
     check_reward_funcs,
     check_reward_model,
     configure_tracking,
-    default_recipe,
-    device_defaults,
     options_set,
     parse_args,
+    set_default_run,
     warn_if_tuned_defaults_kept,
 )
 from outputs import NoSignalWatchdog, RunRecorder, print_distributed_mode, write_summary
@@ -732,8 +731,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
 if __name__ == "__main__":
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
-    defaults, tuned = default_recipe(DEFAULT_RECIPE, root=HERE)
-    parser.set_defaults_with_config(**{**device_defaults(), **defaults})
+    defaults, tuned = set_default_run(parser, DEFAULT_RECIPE, root=HERE)
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
     validate(script_args, training_args, model_args, defaults["model_name_or_path"], tuned)
     main(script_args, training_args, model_args)

@@ -209,15 +209,13 @@ def fails_early(capfd, monkeypatch):
 def script_parser(script):
     """`script`'s (the imported module's) TrlParser with the script's own defaults, as its __main__ builds it, and
     its default recipe's (values, tuned settings)."""
-    from options import default_recipe, device_defaults
+    from options import set_default_run
     from trl import ModelConfig, TrlParser
 
     config = script.GRPOConfig if hasattr(script, "GRPOScriptArguments") else script.PPOConfig
     arguments = getattr(script, "GRPOScriptArguments", None) or script.PPOScriptArguments
     parser = TrlParser((arguments, config, ModelConfig))
-    defaults, tuned = default_recipe(script.DEFAULT_RECIPE, root=script.HERE)
-    parser.set_defaults_with_config(**{**device_defaults(), **defaults})
-    return parser, defaults, tuned
+    return parser, *set_default_run(parser, script.DEFAULT_RECIPE, root=script.HERE)
 
 
 def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = True) -> None:
