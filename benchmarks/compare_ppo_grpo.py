@@ -39,6 +39,7 @@ machine. Seconds include start-up (loading the model and data, about 4 s here fo
 """
 
 import argparse
+import functools
 import itertools
 import json
 import shlex
@@ -67,9 +68,14 @@ RECIPES = {}  # algo -> the recipe its runs start from (--grpo_config / --ppo_co
 def per_batch(algo: str) -> int:
     """Completions per GRPO generation batch (per optimizer step) or per PPO update: the recipe's
     per_device_train_batch_size (one process)."""
+    return batch_size(RECIPES[algo])
+
+
+@functools.cache  # read once per recipe, not once per logged step of every run
+def batch_size(recipe: Path) -> int:
     import yaml
 
-    return yaml.safe_load(RECIPES[algo].read_text())["per_device_train_batch_size"]
+    return yaml.safe_load(recipe.read_text())["per_device_train_batch_size"]
 
 
 def flags(algo: str, budget: int, lr: float, group: int | None, iterations: int | None, kl: float | None) -> list[str]:
