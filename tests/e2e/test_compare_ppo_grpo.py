@@ -17,7 +17,8 @@ QUICK = compare.QUICK
 
 def test_quick_study_writes_every_run_the_table_and_the_plot(tmp_path):
     out = tmp_path / "study"
-    done = run_script("benchmarks/compare_ppo_grpo.py", "--quick", "--output_dir", out, cwd=tmp_path, timeout=900)
+    done = run_script("benchmarks/compare_ppo_grpo.py", "--quick", "--checkpoints", 1, "--output_dir", out,
+                      cwd=tmp_path, timeout=900)
     summary = json.loads((out / "summary.json").read_text())
     runs = json.loads((out / "runs.json").read_text())
     assert summary["settings"] == QUICK
@@ -57,6 +58,19 @@ def test_quick_study_writes_every_run_the_table_and_the_plot(tmp_path):
         assert list(seconds) == sorted(seconds) and 0 < seconds[-1] <= r["wall_s"]
         assert all(0 <= x <= 1 for x in (*rewards, r["pass@1 before"], r["pass@1 after"]))
         assert r["peak_rss_mib"] > 100
+        assert r["s_per_100"] > 0 if len(r["curve"]) > 1 else r["s_per_100"] is None  # PPO's one update: not timed
+
+        # the held-out curve: before, the checkpoint halfway (GRPO's 4 steps; PPO's one update has none before its
+        # end), after; the checkpoint's point is what --eval_only wrote for it
+        heldout = r["heldout"]
+        assert [p["completions"] for p in heldout] == ([0, 32, 64] if r["algo"] == "grpo" else [0, 64])
+        assert (heldout[0]["pass@1"], heldout[-1]["pass@1"]) == (r["pass@1 before"], r["pass@1 after"])
+        assert [p["seconds"] for p in heldout] == sorted(p["seconds"] for p in heldout)
+        assert all(0 <= p[key] <= 1 for p in heldout for key in ("pass@1", "greedy"))
+        if r["algo"] == "grpo":
+            run_dir = next((out / "runs").glob(f"study-grpo-*-s{r['seed']}"))
+            only = json.loads((run_dir / "eval-checkpoint-2" / "eval.json").read_text())["model"]["accuracy"]
+            assert (heldout[1]["pass@1"], heldout[1]["greedy"]) == (only["pass@1"], only["greedy_accuracy"])
 
     table = summary["table"]
     assert set(table) == {f"{a} {b}" for a in ("grpo", "ppo") for b in QUICK["budgets"]}
@@ -66,6 +80,8 @@ def test_quick_study_writes_every_run_the_table_and_the_plot(tmp_path):
         assert row["pass@1 after"]["mean"] == round(statistics.mean(r["pass@1 after"] for r in runs_here), 4)
         below = sum(r["pass@1 after"] < r["pass@1 before"] for r in runs_here)
         assert row["ended_below_start"] == below / len(runs_here)
+        assert row["greedy after"]["mean"] == round(statistics.mean(r["heldout"][-1]["greedy"] for r in runs_here), 4)
+        assert [p["completions"] for p in row["heldout"]] == [p["completions"] for p in runs_here[0]["heldout"]]
         assert key in done.stdout
     assert (out / "compare_ppo_grpo.png").read_bytes()[:4] == b"\x89PNG"
 
