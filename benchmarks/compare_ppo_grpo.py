@@ -83,14 +83,16 @@ def batch_size(recipe: Path) -> int:
     return yaml.safe_load(recipe.read_text())["per_device_train_batch_size"]
 
 
-def flags(algo: str, budget: int, lr: float, group: int | None, iterations: int | None, kl: float | None) -> list[str]:
-    """The command-line flags that give `algo`, from its recipe, this budget of completions and these settings."""
-    common = ["--config", repo_relative(RECIPES[algo]), "--learning_rate", str(lr), "--eval_strategy", "no",
+def flags(job: dict) -> list[str]:
+    """The command-line flags that give the job's algorithm, from its recipe, its budget of completions and its
+    settings."""
+    algo = job["algo"]
+    common = ["--config", repo_relative(RECIPES[algo]), "--learning_rate", str(job["lr"]), "--eval_strategy", "no",
               "--report_to", "none"]
     if algo == "grpo":
-        return [*common, "--max_steps", str(budget // per_batch(algo) * iterations), "--logging_steps", "1",
-                "--num_generations", str(group), "--num_iterations", str(iterations)]
-    return [*common, "--total_episodes", str(budget), "--kl_coef", str(kl)]
+        return [*common, "--max_steps", str(updates(job)), "--logging_steps", "1",
+                "--num_generations", str(job["group"]), "--num_iterations", str(job["iterations"])]
+    return [*common, "--total_episodes", str(job["budget"]), "--kl_coef", str(job["kl"])]
 
 
 def run(job: dict, output_dir: Path, eval_num_samples: int, checkpoints: int, extra: list[str]) -> dict:
@@ -103,7 +105,7 @@ def run(job: dict, output_dir: Path, eval_num_samples: int, checkpoints: int, ex
     evaluate = job["stage"] == "study"
     base = [sys.executable, SCRIPTS[job["algo"]], "--seed", str(job["seed"]),
             "--eval_num_samples", str(eval_num_samples if evaluate else 0),
-            *flags(job["algo"], job["budget"], job["lr"], job["group"], job["iterations"], job["kl"])]
+            *flags(job)]
     steps = updates(job)
     saves = ["--save_strategy", "steps", "--save_steps", str(max(1, steps // (checkpoints + 1))),
              "--save_only_model", "true"]
@@ -132,9 +134,9 @@ def run(job: dict, output_dir: Path, eval_num_samples: int, checkpoints: int, ex
             evaluated = out / f"eval-{checkpoint.name}"
             run_logged([*base, "--model_name_or_path", repo_relative(checkpoint), "--eval_only",
                         "--output_dir", repo_relative(evaluated), *extra], output_dir / "runs" / f"{name}-{step}.log")
-            seconds = next(t for c, t, _ in curve if c == completions_by(job, step))
-            heldout.append(held_out(completions_by(job, step), seconds,
-                                    json.loads((evaluated / "eval.json").read_text())["model"]))
+            completions = completions_by(job, step)
+            seconds = next(t for c, t, _ in curve if c == completions)
+            heldout.append(held_out(completions, seconds, json.loads((evaluated / "eval.json").read_text())["model"]))
         result["heldout"] = [*heldout, held_out(last, t_last, report["after"])]
     return result
 
@@ -146,7 +148,7 @@ def held_out(completions: int, seconds: float, metrics: dict) -> dict:
 
 
 def updates(job: dict) -> int:
-    """Optimizer steps (GRPO) or PPO updates in the run: what --save_steps counts."""
+    """Optimizer steps (GRPO's --max_steps) or PPO updates in the run: what --save_steps counts."""
     return job["budget"] // per_batch(job["algo"]) * (job["iterations"] if job["algo"] == "grpo" else 1)
 
 
