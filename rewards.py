@@ -73,6 +73,9 @@ GUESS_SEPARATOR = re.compile(r"\s*[,;]\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+|\s+
 GUESSES = re.compile(r"\d(?:\s*(?:,(?!\d{3}(?!\d))|;)\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+|\s+)[-+]?\.?\d")
 # A number that an operator and another number follow ("7 / 8", "7-8", "2^3") starts an expression, not an answer.
 OPERATOR_THEN_NUMBER = re.compile(r"\s*[-+*/^×÷]\s*[-+]?\.?\d")
+# A gold answer with several values, in any notation: a tuple, set or interval ("(1,\frac{9}{2})", "\{1,2\}",
+# "[0,1)"), `\pm`, a union, or values joined by "and"/"or". A completion may list as many values as it has.
+SEVERAL_VALUES = re.compile(r",(?!\d{3}(?!\d))|;|\\(?:pm|mp|cup)(?![a-zA-Z])|\b(?:and|or)\b")
 
 
 # Keyword arguments that the trainers pass to every reward; a reward that requires any other one needs that column.
@@ -409,7 +412,7 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
         pred = extract_answer(completion_text(completion))
         if gold_number is None and gold_parsed == ():
             rewards.append(None)  # no gold answer, or one math-verify cannot read
-        elif not pred or (GUESSES.search(pred) and not GUESSES.search(gold)):
+        elif not pred or (GUESSES.search(pred) and not (GUESSES.search(gold) or SEVERAL_VALUES.search(gold))):
             rewards.append(0.0)
         elif (pred_number := _to_number(pred)) is not None and gold_number is not None:
             rewards.append(float(_same_number(pred, pred_number, gold, gold_number)))

@@ -487,6 +487,25 @@ def test_one_rule_for_a_list_of_guesses_wherever_the_answer_is_read(fmt, marker)
     assert accuracy_reward(fmt([marker.format("1,000"), marker.format("7")]), answer=["1000", "7"]) == [1.0, 1.0]
 
 
+# A gold with several values, in the notations math answers use, and a completion that gives those values
+SEVERAL_VALUES = [
+    (r"\boxed{(1,4.5)}", r"$(1,\frac{9}{2})$"),  # a tuple
+    (r"\boxed{1,2,3}", "$1$ and $2$ and $3$"),  # values joined by "and"
+    (r"\boxed{\{1,2\}}", r"\{1,2\}"),  # a set
+    (r"\boxed{[0,1)}", "[0,1)"),  # an interval
+    (r"\boxed{3, -3}", r"\pm 3"),
+    (r"\boxed{3, -3}", r"\pm3"),
+    ("<answer>2 or 3</answer>", "2 or 3"),
+]
+
+
+@pytest.mark.parametrize("completion, gold", SEVERAL_VALUES)
+def test_a_gold_with_several_values_is_matched_by_those_values(fmt, completion, gold):
+    """The list-of-guesses rule guards a gold that is one value: where the gold itself has several, a completion
+    that gives the same values is right, and one that gives other values is still wrong."""
+    assert accuracy_reward(fmt([completion, r"\boxed{(1,5)}"]), answer=[gold] * 2) == [1.0, 0.0]
+
+
 # Samples whose order must not change maj@k: they share a final answer as a careless reader would see it (the whole
 # text), and differ in what the reward grades
 VOTES = [["<think>7</think> 7", "<think>7", "<think>7"], ["#### 7 or 8", "<answer>7</answer>", "#### 7, 9"],
