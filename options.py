@@ -18,6 +18,8 @@ defaults, and the checks each script's validate() calls before anything loads.
     warn_if_tuned_defaults_kept()  a warning when a real model runs with the tiny model's settings
 """
 
+import argparse
+import difflib
 import importlib.util
 import json
 import os
@@ -39,6 +41,8 @@ class RunArguments(ScriptArguments):
     """The arguments both scripts take, on top of TRL's ScriptArguments (`dataset_name`, `dataset_config`,
     `dataset_train_split`, `dataset_test_split`): the data's columns, the rewards, the held-out evaluation and the
     no-signal watchdog. Each script's own arguments extend it."""
+
+    _argument_group_name = "the script's own options (and TRL's ScriptArguments)"  # --help lists them first
 
     reward_funcs: list[str] = field(
         default_factory=lambda: ["accuracy"],
@@ -87,15 +91,40 @@ class RunArguments(ScriptArguments):
 
 
 def parse_args(parser, unsupported: dict[str, str], args: list[str] | None = None):
-    """`parser.parse_args_and_config()`, refusing the `unsupported` options whether they come as flags or as keys of
-    the `--config` YAML, and adding the nearest valid settings to TRL's batch-geometry error.
+    """`parser.parse_args_and_config()`, where every mistake is one `error:` line: an unknown option (a flag or a key
+    of the `--config` YAML) names the nearest valid one, a bad value names its option, and the options that would have
+    no effect (`unsupported`) are refused whether they come as flags or as YAML keys. TRL's batch-geometry error gets
+    the nearest valid sizes.
 
-    TrlParser makes a YAML's values the parser's defaults, so the script's own defaults are read first: against
-    those, a recipe's `logging_steps: 3` is as much a change as `--logging_steps 3`.
-    GRPOConfig checks at parse time, before any model loads, that every generation batch holds whole
-    groups of `num_generations` completions; its message says what is wrong but not what would be right.
+    The user's arguments are parsed first: building a training config starts the process group (its `device`), which
+    must see the run's own --ddp_backend and --ddp_timeout. The script's defaults are parsed after, to compare with:
+    TrlParser makes a YAML's values the parser's defaults, and against the script's own a recipe's
+    `logging_steps: 3` is as much a change as `--logging_steps 3`.
     """
-    defaults = parser.parse_args_into_dataclasses(args=[])
+    args = list(sys.argv[1:] if args is None else args)
+    describe_options(parser, unsupported)
+
+    def error(message: str):  # argparse's own errors (a bad value, a missing one): its message, without the usage
+        raise SystemExit(f"error: {message}" + ("" if "choose from" in message else " (--help lists every option)"))
+
+    parser.error = error
+    actions = {action.dest: action for action in parser._actions}
+    config_at = args.index("--config") if "--config" in args else None
+    if config_at is not None:
+        if config_at + 1 == len(args):
+            raise SystemExit("error: --config needs the path of a YAML recipe, e.g. --config recipes/tiny/grpo.yaml")
+        path = args[config_at + 1]
+        for key, value in read_config(path).items():
+            if key not in actions:
+                raise SystemExit(f"error: {path}: unknown key '{key}'{nearest(key, actions)}")
+            check_config_value(path, key, value, actions[key])
+    _, unknown = parser.parse_known_args(args[:config_at] + args[config_at + 2:] if config_at is not None else args)
+    if unknown:
+        name = next((u for u in unknown if u.startswith("-")), unknown[0])
+        what = f"unknown option {name.split('=')[0]}" if name.startswith("-") else f"unexpected argument {name!r}"
+        raise SystemExit(f"error: {what}{nearest(name.lstrip('-').split('=')[0], actions, '--')}")
+
+    script_defaults = [(action, action.default) for action in parser._actions]
     try:
         parsed = parser.parse_args_and_config(args)
     except ValueError as err:
@@ -103,18 +132,78 @@ def parse_args(parser, unsupported: dict[str, str], args: list[str] | None = Non
         if not found:
             raise
         size, group = map(int, found.groups())
-        nearest = sorted({v for v in (size // group * group, -(-size // group) * group) if v > 0})
+        nearest_sizes = sorted({v for v in (size // group * group, -(-size // group) * group) if v > 0})
+        sizes = " and ".join(map(str, nearest_sizes))
         raise SystemExit(
             f"error: {err} The generation batch is per_device_train_batch_size x processes x steps_per_generation "
-            f"completions; the nearest valid sizes are {' and '.join(map(str, nearest))} (on one process with "
-            f"steps_per_generation 1: --per_device_train_batch_size {' or '.join(map(str, nearest))}), "
-            f"or change --num_generations."
+            f"completions; the nearest valid sizes are {sizes} (on one process with steps_per_generation 1: "
+            f"--per_device_train_batch_size {' or '.join(map(str, nearest_sizes))}), or change --num_generations."
         ) from None
+    for action, default in script_defaults:  # the YAML's values were the parser's defaults for that parse only
+        action.default = default
+    defaults = parser.parse_args_into_dataclasses(args=[])
     refuse_ignored_fields(unsupported, defaults, *parsed)
     if not {"activation_checkpointing", "gradient_checkpointing"} & options_set(args):  # see device_defaults
         training_args = next(a for a in parsed if hasattr(a, "activation_checkpointing"))
         training_args.activation_checkpointing = training_args.gradient_checkpointing = torch.cuda.is_available()
     return parsed
+
+
+def nearest(name: str, actions: dict, prefix: str = "") -> str:
+    """'; did you mean --<the closest option>?', or '' when no option is close."""
+    close = difflib.get_close_matches(name.replace("-", "_"), [a for a in actions if a != "help"], n=1, cutoff=0.6)
+    return f"; did you mean {prefix}{close[0]}?" if close else " (--help lists every option)"
+
+
+def read_config(path: str) -> dict:
+    """The `--config` YAML as a mapping, or one `error:` line saying why it is not one."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise SystemExit(f"error: --config {path}: {err.strerror.lower()}") from None
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where else ""
+        raise SystemExit(f"error: --config {path} is not valid YAML{line}: {getattr(err, 'problem', err)}") from None
+    if not isinstance(config, dict):
+        raise SystemExit(f"error: --config {path} must hold `option: value` lines, one per option")
+    return {key: value for key, value in config.items() if key != "env"}  # TrlParser sets `env:` as variables
+
+
+def check_config_value(path: str, key: str, value, action) -> None:
+    """Stop with one line on a YAML value its option cannot take: argparse checks only the values it reads as text."""
+    if action.nargs in ("+", "*") and value is not None and not isinstance(value, list):
+        raise SystemExit(f"error: {path}: {key} takes a list: write {key}: [{value}]")
+    for item in value if isinstance(value, list) else [value]:
+        if item is None or action.type in (None, str):
+            continue
+        try:
+            converted = action.type(item)
+            if not isinstance(item, str) and converted != item:  # 2.5 for an int
+                raise ValueError
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
+            kind = {"int": "an integer", "float": "a number", "string_to_bool": "true or false"}.get(
+                action.type.__name__, f"a valid {action.type.__name__}")
+            raise SystemExit(f"error: {path}: {key}: {item!r} is not {kind}") from None
+        if action.choices is not None and converted not in action.choices:
+            raise SystemExit(f"error: {path}: {key}: {item!r} is not one of {', '.join(map(str, action.choices))}")
+
+
+def describe_options(parser, unsupported: dict[str, str]) -> None:
+    """`--help` that a reader can use: a one-line usage naming `--config`, the script's own options first, TRL's after,
+    and no options that this script refuses (`unsupported`)."""
+    ours = [g for g in parser._action_groups if g.title == RunArguments._argument_group_name]
+    parser._action_groups = ours + [g for g in parser._action_groups if g not in ours]
+    parser._optionals.title = "TRL's options (the training config and ModelConfig)"
+    parser.usage = "%(prog)s [--config recipe.yaml] [--option value ...]"
+    parser.description = (
+        "Every option is a flag and a key of a YAML recipe given with --config; flags override the recipe. "
+        "docs/options.md lists the ones you will use; options this script refuses are not listed.")
+    for action in parser._actions:
+        if action.dest in unsupported:
+            action.help = argparse.SUPPRESS
 
 
 TRACKERS = ("tensorboard", "trackio")  # --report_to values whose package (of the same name) is optional
@@ -134,27 +223,30 @@ def configure_tracking(training_args) -> None:
                                  "pip install -r requirements-tracking.txt") from None
 
 
+# The keys of a default recipe that name files of the repository: they resolve from the script's folder.
+REPOSITORY_PATHS = ("model_name_or_path", "dataset_name")
+
+
 def default_recipe(path: Path, root: Path) -> tuple[dict, dict]:
     """A script's default run, read from its recipe (recipes/tiny/<algo>.yaml): every key's value, and the keys
     marked `# tuned` (settings that suit the tiny model only) with theirs.
 
-    A value naming a file or folder under `root` (the recipe's `assets/...`) becomes its absolute path, so that the
-    default run works from any working directory.
+    The bundled model and data (`REPOSITORY_PATHS`) resolve from `root`, the script's folder, so that the default run
+    works from any working directory; every other value, `output_dir` among them, is used as written. Neither depends
+    on what the disk holds.
 
     >>> import tempfile
-    >>> root = Path(tempfile.mkdtemp()); (root / "assets").mkdir()
-    >>> _ = (root / "r.yaml").write_text("model_name_or_path: assets\\nlearning_rate: 3.0e-4  # tuned\\nseed: 42\\n")
+    >>> root = Path(tempfile.mkdtemp())
+    >>> _ = (root / "r.yaml").write_text("model_name_or_path: assets/m\\noutput_dir: out\\nseed: 1  # tuned\\n")
     >>> values, tuned = default_recipe(root / "r.yaml", root)
-    >>> values["model_name_or_path"] == str(root / "assets"), values["seed"], tuned
-    (True, 42, {'learning_rate': 0.0003})
+    >>> values["model_name_or_path"] == str(root / "assets/m"), values["output_dir"], tuned
+    (True, 'out', {'seed': 1})
     """
     import yaml
 
     text = path.read_text()
     values = yaml.safe_load(text)
-    for key, value in values.items():
-        if isinstance(value, str) and value and (root / value).exists():
-            values[key] = str(root / value)
+    values |= {key: str(root / values[key]) for key in REPOSITORY_PATHS if values.get(key)}
     tuned = {key: values[key] for key in re.findall(r"^(\w+):.*#\s*tuned\b", text, re.M)}
     return values, tuned
 

@@ -191,3 +191,44 @@ def test_each_config_loads_through_accelerates_parser(config, expected):
     for section, values in expected.items():
         if section != "distributed_type":
             assert {k: loaded[section][k] for k in values} == values
+
+
+# Runs a script as `python script.py` would, recording the settings accelerate's PartialState is given each time it
+# starts the process group (one JSON line per start in $SPY_FILE): the backend, and the timeout where transformers
+# passes one (it does not with --use_cpu).
+INIT_SPY = '''
+import json, os, runpy, sys
+import torch.distributed as dist
+from accelerate import PartialState
+
+init = PartialState.__init__
+def __init__(self, *args, **kwargs):
+    if not dist.is_initialized():
+        timeout = kwargs.get("timeout") and kwargs["timeout"].total_seconds()
+        with open(os.environ["SPY_FILE"], "a") as f:
+            f.write(json.dumps({"backend": kwargs.get("backend"), "timeout": timeout}) + "\\n")
+    init(self, *args, **kwargs)
+PartialState.__init__ = __init__
+
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+def test_the_process_group_gets_the_runs_own_timeout_and_backend(tmp_path, script):
+    """--ddp_backend and --ddp_timeout reach the process group: it is started once per process, from the run's own
+    config, not from one built with TrainingArguments' defaults (30 minutes) before the run's arguments were read.
+    The run stops at an option check right after parsing: the group has been started by then."""
+    (tmp_path / "spy.py").write_text(INIT_SPY)
+    spy = tmp_path / "spy.jsonl"
+    torchrun = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+                str(tmp_path / "spy.py")]
+    backend = "gloo" if ddp_flags(2) else "nccl"
+    proc = run_script(script, "--ddp_timeout", 1234, "--ddp_backend", backend, "--eval_num_samples", 1,
+                      "--eval_max_prompts", 0, *ddp_flags(2), cwd=tmp_path, launcher=torchrun,
+                      env={"SPY_FILE": str(spy)}, check=False)
+    assert "error: --eval_max_prompts 0 leaves no prompt to evaluate" in proc.stderr
+    timeout = None if ddp_flags(2) else 1234.0  # transformers 5.23 passes no timeout for a CPU run
+    assert read_jsonl(spy) == [{"backend": backend, "timeout": timeout}] * 2

@@ -192,3 +192,86 @@ def test_the_default_run_is_its_recipe(name, monkeypatch):
                 assert a[key] == os.path.abspath(b[key]) == defaults[key]
             else:
                 assert a[key] == b[key], key
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_default_never_depends_on_the_disk(name, tmp_path, monkeypatch):
+    """The default run's settings are the same before and after its output folder, or the bundled model's, exists:
+    the model and data resolve from the script's folder whether they are there or not, and `output_dir` stays as
+    the recipe writes it (relative to where the run starts)."""
+    from dataclasses import asdict
+
+    from options import set_default_run
+
+    script = SCRIPTS[name]
+    root = tmp_path / "copy"
+    (root / "recipes" / "tiny").mkdir(parents=True)
+    recipe = root / "recipes" / "tiny" / f"{name}.yaml"
+    recipe.write_text(script.DEFAULT_RECIPE.read_text())
+    monkeypatch.chdir(root)
+
+    def resolved():
+        parser, _ = parser_of(name)
+        set_default_run(parser, recipe, root=root)
+        return [asdict(args) for args in parser.parse_args_into_dataclasses(args=[])], parser.format_help()
+
+    before = resolved()
+    for key in ("output_dir", "model_name_or_path", "dataset_name"):
+        (root / before[0][1 if key == "output_dir" else 0 if key == "dataset_name" else 2][key]).mkdir(parents=True)
+    assert resolved() == before
+    assert before[0][2]["model_name_or_path"] == str(root / "assets" / "tiny-llama-addition")
+
+
+# (command line, YAML recipe, what the one error line says): every mistake of the command line or a recipe
+MISTAKES = [
+    (["--learning_rte", "1e-5"], None, "error: unknown option --learning_rte; did you mean --learning_rate?"),
+    (["--learning-rte=1e-5"], None, "error: unknown option --learning-rte; did you mean --learning_rate?"),
+    (["oops"], None, "error: unexpected argument 'oops'"),
+    (["--learning_rate", "fast"], None, "error: argument --learning_rate/--learning-rate: invalid float value: 'fast'"),
+    (["--max_steps"], None, "error: argument --max_steps/--max-steps: expected one argument"),
+    (["--config"], None, "error: --config needs the path of a YAML recipe"),
+    (["--config", "no-such.yaml"], None, "error: --config no-such.yaml: no such file or directory"),
+    ([], "learning_rte: 1.0e-5\n", "error: {recipe}: unknown key 'learning_rte'; did you mean learning_rate?"),
+    ([], "learning_rate: fast\n", "error: {recipe}: learning_rate: 'fast' is not a number"),
+    ([], "seed: 4.5\n", "error: {recipe}: seed: 4.5 is not an integer"),
+    ([], "use_peft: maybe\n", "error: {recipe}: use_peft: 'maybe' is not true or false"),
+    ([], "reward_funcs: accuracy\n", "error: {recipe}: reward_funcs takes a list: write reward_funcs: [accuracy]"),
+    ([], "lr_scheduler_type: cos\n", "error: {recipe}: lr_scheduler_type: 'cos' is not one of linear, cosine,"),
+    ([], "max_steps: [1\n", "error: --config {recipe} is not valid YAML (line 2)"),
+    ([], "- max_steps\n", "error: --config {recipe} must hold `option: value` lines"),
+]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("argv, yaml_text, message", MISTAKES)
+def test_every_mistake_is_one_sentence(tmp_path, capsys, name, argv, yaml_text, message):
+    """A mistyped option, a bad value, a broken recipe: one `error:` line, naming the nearest valid option where
+    there is one, before anything is built (argparse's own errors print no usage)."""
+    from options import parse_args
+
+    recipe = tmp_path / "recipe.yaml"
+    if yaml_text is not None:
+        recipe.write_text(yaml_text)
+        argv = argv + ["--config", str(recipe)]
+    parser, _ = parser_of(name)
+    with pytest.raises(SystemExit) as stop:
+        parse_args(parser, SCRIPTS[name].UNSUPPORTED_OPTIONS, argv)
+    assert str(stop.value.code).startswith(message.format(recipe=recipe)), stop.value.code
+    assert "\n" not in str(stop.value.code) and capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_help_starts_with_the_scripts_own_options(name):
+    """--help: a one-line usage naming --config, a pointer to docs/options.md, the script's own options before TRL's,
+    and none of the options the script refuses."""
+    from options import describe_options
+
+    parser, _ = parser_of(name)
+    describe_options(parser, SCRIPTS[name].UNSUPPORTED_OPTIONS)
+    text = parser.format_help()
+    usage, description = text.split("\n\n")[:2]
+    assert usage.count("\n") == 0 and "--config recipe.yaml" in usage
+    assert "docs/options.md" in description
+    ours, trls = text.index("the script's own options"), text.index("TRL's options")
+    assert ours < text.index("--reward_funcs") < trls < text.index("--learning_rate")
+    assert [option for option in SCRIPTS[name].UNSUPPORTED_OPTIONS if f"--{option} " in text] == []
