@@ -3,13 +3,14 @@ here: `--dataset_name` takes a hub id, a local folder or one file, and the rest 
 
     load_splits()          the training and held-out splits, with the reward columns checked
     load_prompt_dataset()  a hub id or a local file/folder -> DatasetDict with a `prompt` column
+    take_split()           a split, or a slice of one (`train[:10%]`)
     check_reward_columns() a clear error, before any model loads, for a column a reward needs and the data lacks
 """
 
 from pathlib import Path
 
 from accelerate import PartialState
-from datasets import DatasetDict, load_dataset
+from datasets import DatasetDict, ReadInstruction, concatenate_datasets, load_dataset
 
 from options import RunArguments
 
@@ -57,7 +58,7 @@ def load_prompt_dataset(
     else:  # a local folder, or a dataset on the hub
         dataset = load_dataset(dataset_name, name=dataset_config)
 
-    if train_split not in dataset:
+    if train_split.split("[")[0] not in dataset:
         raise SystemExit(f"error: no split '{train_split}' in {dataset_name}; its splits are: {', '.join(dataset)}. "
                          "Choose one with --dataset_train_split")
     for name, split in dataset.items():
@@ -108,7 +109,9 @@ def load_splits(script_args: RunArguments, seed: int, reward_funcs: list) -> tup
             script_args.dataset_name, script_args.dataset_config, script_args.dataset_prompt_column,
             script_args.system_prompt, script_args.dataset_train_split, script_args.dataset_answer_column,
         )
-    train, held_out = dataset[script_args.dataset_train_split], dataset.get(script_args.dataset_test_split)
+    train = take_split(dataset, script_args.dataset_train_split, "--dataset_train_split")
+    held_out = (take_split(dataset, script_args.dataset_test_split, "--dataset_test_split")
+                if script_args.dataset_test_split.split("[")[0] in dataset else None)
     source = None
     if script_args.eval_num_samples > 0:
         train, held_out, source = eval_split(train, held_out, script_args.dataset_train_split,
@@ -117,6 +120,21 @@ def load_splits(script_args: RunArguments, seed: int, reward_funcs: list) -> tup
         if split is not None:
             check_reward_columns(reward_funcs, split.column_names, script_args.dataset_name)
     return train, held_out, source
+
+
+def take_split(dataset: DatasetDict, spec: str, flag: str):
+    """A split by name, or slices of splits as `datasets` writes them: `train[:10%]`, `train[100:200]+test`.
+
+    >>> from datasets import Dataset
+    >>> len(take_split(DatasetDict(train=Dataset.from_dict({"x": list(range(80))})), "train[:10%]", "--flag"))
+    8
+    """
+    try:
+        parts = ReadInstruction.from_spec(spec).to_absolute({name: len(split) for name, split in dataset.items()})
+    except ValueError as err:
+        raise SystemExit(f"error: {flag} {spec}: {err}") from None
+    splits = [dataset[part.splitname].select(range(part.from_, part.to)) for part in parts]
+    return splits[0] if len(splits) == 1 else concatenate_datasets(splits)
 
 
 def check_reward_columns(reward_funcs, column_names: list[str], dataset_name: str) -> None:

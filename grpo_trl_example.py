@@ -57,7 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelerate import PartialState
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, GenerationConfig
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, GenerationConfig, set_seed
+from transformers.utils import find_adapter_config_file
 from trl import (
     GRPOConfig,
     GRPOTrainer,
@@ -184,9 +185,10 @@ def validate(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_
     """Every refusal and correction of the options, in one place, right after parsing and before anything loads:
     each refusal is one `error:` line. `tiny_model` and `tuned` come from the default recipe (the warning about
     settings tuned for the tiny model)."""
-    if script_args.eval_only:  # the model as it is: no adapter of ours on top, no reference to load, no checkpoint
+    if script_args.eval_only:  # the model as it is: no adapter of ours on top, no reference to load, no checkpoint,
         model_args.use_peft, training_args.beta, script_args.reference_mode = False, 0.0, "static"
         training_args.resume_from_checkpoint = None
+        training_args.use_vllm = False  # and no vLLM: the evaluation generates with transformers
     # --save_steps N writes checkpoints; --resume_from_checkpoint last (or a path) continues from one
     training_args.resume_from_checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint,
                                                               training_args.output_dir)
@@ -231,6 +233,7 @@ def validate(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_
 
 
 def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
+    set_seed(training_args.seed)  # before anything random is built: GRPOTrainer makes a LoRA adapter before it seeds
     reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.max_completion_length,
                                     script_args.reward_options)  # checked by validate()
 
@@ -275,7 +278,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # With tools, completions.jsonl shows each whole exchange: tool calls, results and answers
     logged_rewards = with_episode_log(reward_funcs) if tools or environment_factory else reward_funcs
     policy = model_args.model_name_or_path  # GRPOTrainer loads it, with model_init_kwargs
-    if script_args.eval_only and (Path(policy) / "adapter_config.json").is_file():  # a LoRA adapter, on its base
+    if script_args.eval_only and find_adapter_config_file(policy, revision=model_args.model_revision):  # a LoRA
         policy = load_adapter_model(policy, model_args.dtype, training_args.trust_remote_code)
     trainer = GRPOTrainer(
         model=policy,

@@ -312,12 +312,15 @@ def check_model_path(name: str, revision: str = "main", flag: str = "--model_nam
         raise SystemExit(f"error: {flag} {name}: no such directory")
     from huggingface_hub import constants, hf_hub_download
 
-    try:
-        hf_hub_download(name, "config.json", revision=revision)  # from the local cache when offline
-    except Exception as err:
-        why = ("the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache" if constants.HF_HUB_OFFLINE
-               else f"the hub could not serve it ({type(err).__name__})")
-        raise SystemExit(f"error: {flag} {name} is not a local directory, and {why}") from None
+    for file in ("config.json", "adapter_config.json"):  # a model, or a LoRA adapter (--eval_only)
+        try:
+            hf_hub_download(name, file, revision=revision)  # from the local cache when offline
+            return
+        except Exception as err:
+            error = err
+    why = ("the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache" if constants.HF_HUB_OFFLINE
+           else f"the hub could not serve it ({type(error).__name__})")
+    raise SystemExit(f"error: {flag} {name} is not a local directory, and {why}")
 
 
 def check_reward_model(path: str, flag: str, trust_remote_code: bool = False) -> None:

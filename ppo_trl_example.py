@@ -159,6 +159,7 @@ UNSUPPORTED_OPTIONS = {
     "fsdp": _ACCELERATOR + "use accelerate launch --config_file accelerate_configs/fsdp.yaml",
     "fsdp_config": _ACCELERATOR + "put FSDP settings in the accelerate config file",
     "deepspeed": _ACCELERATOR + "use accelerate launch --config_file accelerate_configs/zero2.yaml",
+    "ds3_gather_for_generation": "it acts only under DeepSpeed ZeRO-3, under which PPO does not run here",
     # logging: once per PPO update, always
     "logging_steps": _OWN_LOOP + "logs once per PPO update",
     "logging_strategy": _OWN_LOOP + "logs once per PPO update",

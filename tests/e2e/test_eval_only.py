@@ -6,6 +6,7 @@ the run's own evaluation after training; and nothing trains or is saved.
 """
 
 import json
+import shutil
 
 import pytest
 from conftest import run_script
@@ -40,6 +41,21 @@ def test_eval_only_scores_a_saved_policy_as_training_did(tmp_path, script, lora)
     assert "steps in" not in proc.stdout and sorted(p.name for p in evaluated.iterdir()) == ["eval.json"]
     if lora:  # the adapter's folder, loaded on its base model
         assert (trained / "adapter_config.json").exists() and not (trained / "model.safetensors").exists()
+
+        # the same adapter from the hub (here its offline cache): an adapter repository has no config.json.
+        # A GPU recipe's --use_vllm does not start vLLM for an evaluation, which generates with transformers.
+        cache = tmp_path / "hub"
+        snapshot = cache / "models--me--my-adapter" / "snapshots" / ("0" * 40)
+        shutil.copytree(trained, snapshot)
+        (snapshot.parents[1] / "refs").mkdir()
+        (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+        (snapshot.parents[1] / ".no_exist" / ("0" * 40)).mkdir(parents=True)  # the hub has no config.json there, as
+        (snapshot.parents[1] / ".no_exist" / ("0" * 40) / "config.json").touch()  # an online lookup records it
+        vllm = ["--use_vllm"] if script == "grpo" else []
+        run_script(f"{script}_trl_example.py", *flags, *vllm, "--model_name_or_path", "me/my-adapter", "--eval_only",
+                   "--output_dir", tmp_path / "from-hub", cwd=tmp_path, env={"HF_HUB_CACHE": str(cache)})
+        hub = json.loads((tmp_path / "from-hub" / "eval.json").read_text())
+        assert hub["model"] == only["model"] and hub["model_per_prompt"] == only["model_per_prompt"]
 
 
 def test_eval_only_needs_samples(tmp_path, fails_early):

@@ -140,9 +140,16 @@ def test_yaml_config_and_cli_override(tmp_path):
 
 @pytest.mark.newest_trl
 def test_lora_saves_an_adapter(tmp_path):
-    out = tmp_path / "out"
-    run_script(SCRIPT, "--use_peft", "--lora_r", 4, "--lora_alpha", 8, "--lora_target_modules", "q_proj", "v_proj",
-               "--output_dir", out, *TINY, cwd=tmp_path)
+    """--use_peft saves the adapter alone, trained, and reproducibly: the adapter's random initialisation is seeded
+    (GRPOTrainer builds it before Trainer seeds), so two runs with one --seed save the same weights."""
+    from conftest import safetensors_weights
+
+    lora = ["--use_peft", "--lora_r", 4, "--lora_alpha", 8, "--lora_target_modules", "q_proj", "v_proj", *TINY]
+    out, again = tmp_path / "out", tmp_path / "again"
+    for output_dir in (out, again):  # fresh processes: forks of one interpreter would share its random state
+        run_script(SCRIPT, *lora, "--output_dir", output_dir, cwd=tmp_path, fresh=True)
+    first, second = (safetensors_weights(o / "adapter_model.safetensors") for o in (out, again))
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
     assert (out / "adapter_config.json").exists() and (out / "adapter_model.safetensors").exists()
     assert not (out / "model.safetensors").exists()  # only the adapter, not a second copy of the model
     adapter = json.loads((out / "adapter_config.json").read_text())

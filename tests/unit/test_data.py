@@ -71,3 +71,23 @@ def test_columns_are_mapped_and_the_system_prompt_added(tmp_path):
     dataset = load_prompt_dataset(str(path), prompt_column="question", answer_column="gold", system_prompt="Add.")
     system, user = {"role": "system", "content": "Add."}, {"role": "user", "content": "0+0="}
     assert dataset["train"][0] == {"prompt": [system, user], "answer": "0"}
+
+
+@pytest.mark.parametrize("script", ["grpo_trl_example", "ppo_trl_example"])
+def test_the_streaming_refusals_advice_works(script):
+    """--dataset_streaming is refused with advice to take a slice with --dataset_train_split: that slice loads (a
+    split name with `datasets`' slicing: `train[:10%]`), and a slice of the held-out split too."""
+    import importlib
+    import re
+    from types import SimpleNamespace
+
+    from conftest import ADDITION
+    from data import load_splits
+
+    advice = importlib.import_module(script).UNSUPPORTED_OPTIONS["dataset_streaming"]
+    split = re.search(r"--dataset_train_split '([^']+)'", advice).group(1)
+    args = SimpleNamespace(dataset_name=str(ADDITION), dataset_config=None, dataset_prompt_column="prompt",
+                           system_prompt=None, dataset_train_split=split, dataset_answer_column=None,
+                           dataset_test_split="test[:5]", eval_num_samples=0)
+    train, held_out, _ = load_splits(args, seed=0, reward_funcs=[accuracy_reward])
+    assert len(train) == 8 and len(held_out) == 5  # 10% of the 80 training prompts; 5 of the 20 held out

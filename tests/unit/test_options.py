@@ -62,7 +62,7 @@ ACTS = {
         activation_checkpointing activation_checkpointing_kwargs adam_beta1 adam_beta2 adam_epsilon
         attn_implementation cliprange cliprange_value dataset_answer_column dataset_config dataset_name
         dataset_num_proc dataset_prompt_column dataset_test_split dataset_train_split ddp_backend
-        ddp_timeout disable_tqdm ds3_gather_for_generation dtype eval_max_prompts eval_num_samples eval_only
+        ddp_timeout disable_tqdm dtype eval_max_prompts eval_num_samples eval_only
         gamma gradient_accumulation_steps gradient_checkpointing gradient_checkpointing_kwargs
         hub_always_push hub_model_id hub_private_repo hub_revision hub_strategy hub_token kl_coef
         kl_estimator lam learning_rate load_in_4bit load_in_8bit local_rank local_rollout_forward_batch_size
@@ -130,6 +130,7 @@ REFUSED = [
     ("ppo", {"eval_strategy": "steps"}, {}, "eval_strategy"),
     ("ppo", {}, {"logging_steps": 3}, "logging_steps"),
     ("ppo", {"bf16": "true"}, {}, "bf16"),
+    ("ppo", {"ds3_gather_for_generation": "false"}, {}, "ds3_gather_for_generation"),  # for ZeRO-3, which PPO refuses
     ("ppo", {"do_eval": "true"}, {}, "do_eval"),  # listed as acting once, though only Trainer's loop reads it
     ("ppo", {}, {"max_grad_norm": 0.1}, "max_grad_norm"),
     ("ppo", {"max_grad_norm": 0.5}, {"max_grad_norm": 0.1}, "max_grad_norm"),
