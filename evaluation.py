@@ -118,8 +118,9 @@ def up_to_first(stop_ids) -> Callable[[list[int]], list[int]]:
 
 @torch.no_grad()
 def generate(model, tokenizer, prompt_ids: list[list[int]], num_samples: int, sampling: Sampling,
-             batch_size: int = 16) -> tuple[list[list[str]], list[list[list[int]]]]:
-    """Generate `num_samples` completions per prompt with the trainer's `sampling`.
+             batch_size: int) -> tuple[list[list[str]], list[list[list[int]]]]:
+    """Generate `num_samples` completions per prompt with the trainer's `sampling`, at most `batch_size` completions
+    per `generate` call (--per_device_eval_batch_size; at least one prompt's).
 
     Returns texts and token ids, both indexed [prompt][sample]. As in the trainers, a completion's ids are what
     `sampling.end` keeps, and its text is decoded without special tokens.
@@ -127,9 +128,10 @@ def generate(model, tokenizer, prompt_ids: list[list[int]], num_samples: int, sa
     device = next(model.parameters()).device
     config = copy.deepcopy(sampling.config)
     config.num_return_sequences = num_samples
+    prompts_per_call = max(1, batch_size // num_samples)
     texts, ids = [], []
-    for start in range(0, len(prompt_ids), batch_size):
-        batch = tokenizer.pad({"input_ids": prompt_ids[start:start + batch_size]}, padding_side="left",
+    for start in range(0, len(prompt_ids), prompts_per_call):
+        batch = tokenizer.pad({"input_ids": prompt_ids[start:start + prompts_per_call]}, padding_side="left",
                               return_tensors="pt").to(device)
         out = model.generate(**batch, generation_config=config)
         for row in out[:, batch["input_ids"].shape[1]:].tolist():
@@ -162,7 +164,7 @@ class RewardModelReward:
 
     correctness = False
 
-    def __init__(self, model, name: str, encode, pad_token_id: int, batch_size: int = 16):
+    def __init__(self, model, name: str, encode, pad_token_id: int, batch_size: int):
         self.model, self.__name__, self.encode = model, name, encode
         self.pad_token_id, self.batch_size = pad_token_id, batch_size
 
@@ -221,7 +223,7 @@ def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: li
 
 
 def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling: Sampling, seed: int,
-             accelerator, per_prompt: list | None = None) -> dict:
+             accelerator, batch_size: int, per_prompt: list | None = None) -> dict:
     """Evaluate `model` on the prompts of `dataset` (its `input_ids` column holds them as the trainer tokenizes them).
 
     Each process generates and scores its own slice of the prompts; call it on every process. Returns
@@ -238,8 +240,8 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling
     device = next(model.parameters()).device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed + accelerator.process_index)  # the same sampling noise before and after training
-        sampled, sampled_ids = generate(model, tokenizer, rows["input_ids"], num_samples, sampling)
-    greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, sampling.greedy())
+        sampled, sampled_ids = generate(model, tokenizer, rows["input_ids"], num_samples, sampling, batch_size)
+    greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, sampling.greedy(), batch_size)
     model.train(was_training)
 
     mine_scored = [{"index": i, "prompt": prompt, "process": accelerator.process_index, "completions": texts,
@@ -298,16 +300,17 @@ class BeforeAfterEval(TrainerCallback):
         generation_model: a context manager factory yielding the policy to generate with; the scripts pass TRL's
             `unwrap_model_for_generation` over the trainer's wrapped model.
         accelerator: the trainer's, for the slices and the gathering.
+        batch_size: completions per `generate` call on each process (--per_device_eval_batch_size).
         Remaining arguments: as for `evaluate()`.
     """
 
     def __init__(self, dataset, source: str, tokenizer, reward_funcs, num_samples: int, max_prompts: int,
-                 sampling: Sampling, seed: int, generation_model, accelerator, output_dir: str):
+                 sampling: Sampling, seed: int, generation_model, accelerator, output_dir: str, batch_size: int):
         self.dataset = dataset.select(range(min(len(dataset), max_prompts)))
         self.sampling = sampling
         self.settings = dict(source=source, num_prompts=len(self.dataset), num_samples=num_samples,
                              temperature=sampling.config.temperature, max_new_tokens=sampling.config.max_new_tokens,
-                             seed=seed, sampling=sampling.describe())
+                             seed=seed, sampling=sampling.describe(), batch_size=batch_size)
         self.tokenizer, self.reward_funcs = tokenizer, reward_funcs
         self.generation_model, self.accelerator, self.output_dir = generation_model, accelerator, Path(output_dir)
         self.results = {}
@@ -321,7 +324,7 @@ class BeforeAfterEval(TrainerCallback):
         per_prompt = []
         with self.generation_model() as model:
             self.results[when] = evaluate(model, self.tokenizer, self.dataset, self.reward_funcs, s["num_samples"],
-                                          self.sampling, s["seed"], self.accelerator, per_prompt)
+                                          self.sampling, s["seed"], self.accelerator, s["batch_size"], per_prompt)
         self.results[f"{when}_per_prompt"] = per_prompt
         self.results[f"{when}_step"] = step
         self.results[f"{when}_seconds"] = round(time.perf_counter() - start, 1)

@@ -370,7 +370,7 @@ def held_out_evaluation(trainer: GRPOTrainer, tokenizer, eval_dataset, eval_sour
     The prompts are the token ids training feeds the model; reward models score as in training."""
     eval_rewards = [
         RewardModelReward(model, name, text_encoder(rm_tokenizer, training_args.chat_template_kwargs),
-                          rm_tokenizer.pad_token_id)
+                          rm_tokenizer.pad_token_id, training_args.per_device_eval_batch_size)
         for model, name, rm_tokenizer in zip(trainer.reward_funcs, trainer.reward_func_names,
                                              trainer.reward_processing_classes)
         if rm_tokenizer is not None
@@ -384,7 +384,7 @@ def held_out_evaluation(trainer: GRPOTrainer, tokenizer, eval_dataset, eval_sour
         eval_prompts, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
         script_args.eval_max_prompts, training_sampling(trainer), training_args.seed,
         lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
-        trainer.accelerator, training_args.output_dir,
+        trainer.accelerator, training_args.output_dir, training_args.per_device_eval_batch_size,
     )
 
 

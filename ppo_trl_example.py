@@ -353,7 +353,8 @@ def held_out_evaluation(trainer: PPOTrainer, tokenizer, eval_dataset, eval_sourc
                         script_args: PPOScriptArguments, training_args: PPOConfig) -> BeforeAfterEval:
     """Held-out pass@k / maj@k when training starts and ends (--eval_num_samples K), each process on its own slice,
     from the same prompt ids as training. A reward model scores the policy's ids, as in training."""
-    eval_rewards = reward_funcs or [reward_model_reward(trainer.reward_model.reward_model, tokenizer)]
+    eval_rewards = reward_funcs or [reward_model_reward(trainer.reward_model.reward_model, tokenizer,
+                                                        training_args.per_device_eval_batch_size)]
 
     @contextmanager
     def policy_for_generation():
@@ -364,6 +365,7 @@ def held_out_evaluation(trainer: PPOTrainer, tokenizer, eval_dataset, eval_sourc
         eval_dataset, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples,
         script_args.eval_max_prompts, training_sampling(trainer), training_args.seed,
         policy_for_generation, trainer.accelerator, training_args.output_dir,
+        training_args.per_device_eval_batch_size,
     )
 
 
@@ -413,12 +415,12 @@ def load_reward_model(path: str, model_kwargs: dict):
     return AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, **rm_kwargs).eval()
 
 
-def reward_model_reward(reward_model, tokenizer) -> RewardModelReward:
+def reward_model_reward(reward_model, tokenizer, batch_size: int) -> RewardModelReward:
     """The reward model as the held-out evaluation's reward: it scores the policy's own ids, as in training."""
     return RewardModelReward(
         reward_model, "reward_model",
         lambda prompt, completion, completion_ids: prompt_token_ids(tokenizer, prompt) + completion_ids,
-        tokenizer.pad_token_id,
+        tokenizer.pad_token_id, batch_size,
     )
 
 
@@ -447,7 +449,7 @@ def evaluate_only(policy, tokenizer, eval_dataset, eval_source: str, reward_func
     eval_rewards = reward_funcs
     if training_args.reward_model_path:
         reward_model = load_reward_model(training_args.reward_model_path, model_kwargs).to(state.device)
-        eval_rewards = [reward_model_reward(reward_model, tokenizer)]
+        eval_rewards = [reward_model_reward(reward_model, tokenizer, training_args.per_device_eval_batch_size)]
     # PPOTrainer's stop token: the eos with --stop_token eos, else --stop_token_id (None: the length limit)
     stop = tokenizer.eos_token_id if training_args.stop_token == "eos" else training_args.stop_token_id
     sampling = training_sampling(SimpleNamespace(args=training_args, processing_class=tokenizer, stop_token_id=stop))
@@ -455,6 +457,7 @@ def evaluate_only(policy, tokenizer, eval_dataset, eval_source: str, reward_func
     BeforeAfterEval(
         eval_dataset, eval_source, tokenizer, eval_rewards, script_args.eval_num_samples, script_args.eval_max_prompts,
         sampling, training_args.seed, lambda: nullcontext(policy), state, training_args.output_dir,
+        training_args.per_device_eval_batch_size,
     ).evaluate_only(step=0)
 
 

@@ -60,7 +60,7 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
     }
     calls = []
 
-    def fake_generate(model, tokenizer, prompt_ids, num_samples, sampling, batch_size=16):
+    def fake_generate(model, tokenizer, prompt_ids, num_samples, sampling, batch_size):
         config = sampling.config
         calls.append((num_samples, config.do_sample, config.temperature, config.max_new_tokens))
         texts = [completions[tuple(ids)][0] if sampling.config.do_sample else [completions[tuple(ids)][1]]
@@ -79,7 +79,7 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
     sampling = evaluation.Sampling(GenerationConfig(do_sample=True, temperature=0.7, max_new_tokens=5), lambda ids: ids)
     results = evaluation.evaluate(torch.nn.Linear(1, 1), tokenizer=None, dataset=dataset,
                                   reward_funcs=[accuracy, length], num_samples=4, sampling=sampling,
-                                  seed=0, accelerator=PartialState())
+                                  seed=0, accelerator=PartialState(), batch_size=8)
     assert calls == [(4, True, 0.7, 5), (1, False, None, 5)]  # sampled as training samples, then greedy
     assert results["accuracy"] == pytest.approx({
         "mean_reward": 3 / 12,
@@ -89,6 +89,38 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
         "maj@4": 1 / 3,
     })
     assert results["length"] == pytest.approx({"mean_reward": 13 / 12, "greedy_reward": 4 / 3})
+
+
+@pytest.mark.parametrize("batch_size, num_samples, prompts_per_call", [
+    (8, 4, [2, 2, 1]),  # 2 prompts x 4 samples = 8 completions per call
+    (3, 4, [1, 1, 1, 1, 1]),  # fewer than one prompt's samples: one prompt per call
+    (2, 1, [2, 2, 1]),  # greedy: one completion per prompt
+])
+def test_generation_batches_follow_per_device_eval_batch_size(batch_size, num_samples, prompts_per_call):
+    """The evaluation generates at most --per_device_eval_batch_size completions per `generate` call (always one
+    prompt's K samples together): a large model with long completions can evaluate in small batches."""
+    from transformers import GenerationConfig
+
+    import evaluation
+
+    seen = []
+
+    class Model(torch.nn.Linear):
+        def generate(self, input_ids, attention_mask, generation_config):
+            seen.append(len(input_ids))
+            rows = input_ids.repeat_interleave(generation_config.num_return_sequences, dim=0)
+            return torch.cat([rows, torch.ones_like(rows)], dim=1)  # one new token per completion
+
+    class Batch(dict):
+        def to(self, device):
+            return self
+
+    tokenizer = SimpleNamespace(pad=lambda batch, **kwargs: Batch(input_ids=torch.tensor(batch["input_ids"]),
+                                                                  attention_mask=torch.ones(len(batch["input_ids"]))),
+                                decode=lambda ids, skip_special_tokens: str(ids))
+    sampling = evaluation.Sampling(GenerationConfig(do_sample=num_samples > 1, max_new_tokens=1), lambda ids: ids)
+    texts, _ = evaluation.generate(Model(1, 1), tokenizer, [[p] for p in range(5)], num_samples, sampling, batch_size)
+    assert seen == prompts_per_call and len(texts) == 5 and {len(t) for t in texts} == {num_samples}
 
 
 @pytest.mark.newest_trl
