@@ -546,8 +546,14 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
     def train(self) -> None:
         try:
             super().train()
-        except _StopTraining:  # the update was logged; end as a finished run would
+        except _StopTraining:  # the update was logged: finish it as PPOTrainer's loop does, as a run's last update
+            self.lr_scheduler.step()
+            self.control = self.callback_handler.on_step_end(self.args, self.state, self.control)
+            self.control.should_save |= self.args.save_strategy == "steps"  # a run's last update is checkpointed
             self.control = self.callback_handler.on_train_end(self.args, self.state, self.control)
+            if self.control.should_save:
+                self._save_checkpoint(self.model, trial=None)
+                self.control = self.callback_handler.on_save(self.args, self.state, self.control)
 
     def generate_completions(self, sampling: bool = False) -> None:
         super().generate_completions(sampling)

@@ -558,11 +558,15 @@ def test_refuses_to_resume(tmp_path, fails_early):
 
 
 def test_no_signal_watchdog(tmp_path):
+    """--stop_on_no_signal ends the run after the update that showed it, which finishes as the last update of a run
+    does: with --save_strategy steps its checkpoint is saved, whether or not the update was a --save_steps one."""
     (tmp_path / "const.py").write_text("def one(completions, **kwargs):\n    return [1.0] * len(completions)\n")
     out = tmp_path / "out"
     proc = run_script(SCRIPT, "--reward_funcs", "const.one", "--total_episodes", 16 * 10,
                       "--per_device_train_batch_size", 16, "--no_signal_patience", 3, "--stop_on_no_signal",
-                      "--output_dir", out, cwd=tmp_path,
+                      "--save_strategy", "steps", "--save_steps", 2, "--output_dir", out, cwd=tmp_path,
                       env={"PYTHONPATH": str(tmp_path)})
     assert "WARNING: no learning signal for 3 logging steps (step 3): the mean reward has stayed at 1" in proc.stdout
     assert json.loads((out / "summary.json").read_text())["global_step"] == 3
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    assert json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3
