@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from accelerate import PartialState
 from accelerate.utils import gather_object
 from transformers import GenerationConfig, TrainerCallback
 from trl.data_utils import apply_chat_template, is_conversational
@@ -272,7 +273,8 @@ def eval_split(train_dataset, eval_dataset, train_split: str, test_split: str, s
         return train_dataset, eval_dataset, f"split '{test_split}'"
     split = train_dataset.train_test_split(test_size=0.1, seed=seed)
     source = f"{len(split['test'])} prompts held out of '{train_split}' (seed {seed})"
-    print(f"no '{test_split}' split: evaluating on {source}")
+    if PartialState().is_main_process:
+        print(f"no '{test_split}' split: evaluating on {source}")
     return split["train"], split["test"], source
 
 

@@ -226,8 +226,10 @@ def validate(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_
     # them, so GRPOTrainer's own (every --eval_steps, and again at the last step) is off unless the run asks for it.
     if (script_args.eval_num_samples > 0 and training_args.eval_strategy != "no"
             and "eval_strategy" not in options_set()):
-        print("--eval_num_samples evaluates the held-out prompts before and after training; GRPOTrainer's periodic "
-              "evaluation of the same prompts is off (set --eval_strategy steps to have both)")
+        if PartialState().is_main_process:
+            print("--eval_num_samples evaluates the held-out prompts before and after training; "
+                  "GRPOTrainer's periodic evaluation of the same prompts is off (set --eval_strategy steps "
+                  "to have both)")
         training_args.eval_strategy = "no"
     warn_if_tuned_defaults_kept(tiny_model, model_args.model_name_or_path, tuned, training_args)
 
@@ -260,7 +262,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         raise SystemExit("error: --tools needs conversational prompts (lists of messages), which the chat template "
                          "renders with the tools' descriptions: give the prompts as messages, or set --system_prompt")
     if eval_dataset is None and training_args.eval_strategy != "no":
-        print(f"no '{script_args.dataset_test_split}' split in {script_args.dataset_name}: evaluation is off")
+        if PartialState().is_main_process:
+            print(f"no '{script_args.dataset_test_split}' split in {script_args.dataset_name}: "
+                  "evaluation is off")
         training_args.eval_strategy = "no"
 
     ################

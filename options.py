@@ -395,8 +395,9 @@ def warn_if_tuned_defaults_kept(tiny_model: str, model_path: str, tuned: dict, t
     kept = {k: v for k, v in tuned.items() if k not in chosen and getattr(training_args, k) == v}
     if kept:
         settings = ", ".join(f"--{k} {v}" for k, v in kept.items())
-        PartialState().print(f"WARNING: {model_path} runs with settings tuned for the bundled tiny model: "
-                             f"{settings}. Set them for your model, or start from a recipe in recipes/.")
+        if PartialState().is_main_process:
+            print(f"WARNING: {model_path} runs with settings tuned for the bundled tiny model: "
+                  f"{settings}. Set them for your model, or start from a recipe in recipes/.")
 
 
 def refuse_ignored_fields(ignored: dict[str, str], defaults, *parsed) -> None:
@@ -442,6 +443,7 @@ def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str) -> s
             json.loads((Path(checkpoint) / "trainer_state.json").read_text())
             return checkpoint
         except (OSError, json.JSONDecodeError):
-            print(f"skipping incomplete checkpoint {checkpoint}")
+            if PartialState().is_main_process:
+                print(f"skipping incomplete checkpoint {checkpoint}")
     raise SystemExit(f"error: --resume_from_checkpoint {resume_from_checkpoint}: "
                      f"no complete checkpoint in {output_dir}")

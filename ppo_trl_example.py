@@ -490,13 +490,15 @@ def set_ppo_pad_token(tokenizer, policy_path: str, trust_remote_code: bool = Fal
     was = "none" if tokenizer.pad_token is None else f"{tokenizer.pad_token!r}, the eos"
     if candidates:
         tokenizer.pad_token = candidates[0]
-        PartialState().print(f"PPO pads with {tokenizer.pad_token!r} (id {tokenizer.pad_token_id}), a token of the "
-                             f"vocabulary that is no stop token (the tokenizer's pad: {was})")
+        if PartialState().is_main_process:
+            print(f"PPO pads with {tokenizer.pad_token!r} (id {tokenizer.pad_token_id}), a token of the "
+                  f"vocabulary that is no stop token (the tokenizer's pad: {was})")
     else:
         tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
-        PartialState().print(f"PPO pads with a new token '<|pad|>' (the tokenizer's pad: {was}, and the vocabulary "
-                             "has no unused special token): the models grow one embedding row, which a LoRA adapter "
-                             "then saves")
+        if PartialState().is_main_process:
+            print(f"PPO pads with a new token '<|pad|>' (the tokenizer's pad: {was}, and the vocabulary "
+                  "has no unused special token): the models grow one embedding row, which a LoRA adapter "
+                  "then saves")
 
 
 class _StopTraining(Exception):
@@ -696,7 +698,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     # The same reward functions, names and weights as GRPO: `(completions, **kwargs) -> list[float | None]`, with
     # dataset columns such as `answer` as kwargs. Or a reward model. RewardAdapter hands either to PPOTrainer.
     if reward_model is not None:
-        print(f"scoring with the reward model {training_args.reward_model_path}; --reward_funcs is not used")
+        if PartialState().is_main_process:
+            print(f"scoring with the reward model {training_args.reward_model_path}; "
+                  "--reward_funcs is not used")
     reward = RewardAdapter(tokenizer, datasets, prompt_width, reward_funcs, script_args.reward_weights, reward_model)
 
     ################
