@@ -276,3 +276,38 @@ def test_help_starts_with_the_scripts_own_options(name):
     ours, trls = text.index("the script's own options"), text.index("TRL's options")
     assert ours < text.index("--reward_funcs") < trls < text.index("--learning_rate")
     assert [option for option in SCRIPTS[name].UNSUPPORTED_OPTIONS if f"--{option} " in text] == []
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_documented_defaults_are_the_scripts(name):
+    """docs/options.md's table for each script gives the defaults a run without flags gets on this machine, for every
+    row that names one flag and one value. Activation checkpointing's default depends on the machine, for both
+    scripts alike (parse_args), and the table says so."""
+    import re
+    from dataclasses import asdict
+
+    import torch
+    from conftest import REPO
+    from options import parse_args
+
+    text = (REPO / "docs" / "options.md").read_text()
+    rows = dict(re.findall(r"^\| `--(\w+)` \| ([^|]*) \|", text.split("## PPO's flags")[name == "ppo"], re.M))
+    assert rows["activation_checkpointing"].strip() == "on a GPU, off on a CPU"
+    parser, _ = parser_of(name)
+    resolved = {k: v for args in parse_args(parser, SCRIPTS[name].UNSUPPORTED_OPTIONS, []) for k, v in
+                asdict(args).items()}
+    checked = 0
+    for flag, default in rows.items():
+        default = default.strip().strip("`").replace("on a GPU, off on a CPU",
+                                                     "on" if torch.cuda.is_available() else "off")
+        value = resolved[flag]
+        if isinstance(value, bool):
+            assert (default in ("on", "true")) is value and default in ("on", "off", "true", "false"), (flag, default)
+        elif isinstance(value, (int, float)) and re.fullmatch(r"[-\d.e]+", default):
+            assert float(default) == value, (flag, default, value)
+        elif isinstance(value, str) and re.fullmatch(r"[\w/.-]+", default):
+            assert value == default, (flag, default, value)
+        else:
+            continue
+        checked += 1
+    assert checked >= 8
