@@ -95,7 +95,7 @@ from options import (
     set_default_run,
     warn_if_tuned_defaults_kept,
 )
-from outputs import NoSignalWatchdog, RunRecorder, print_distributed_mode, write_summary
+from outputs import NoSignalWatchdog, RunRecorder, print_distributed_mode, tidy, write_summary
 from rewards import get_reward_funcs
 
 try:  # tool calling is optional: a copy of this script without tools.py runs, and refuses --tools
@@ -297,11 +297,13 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         tools=tools or None,
         environment_factory=environment_factory,
     )
+    tidy(trainer)
     recorder = RunRecorder(training_args.output_dir,
                            lambda: latest_completions(trainer, tokenizer, training_args.chat_template_kwargs))
     trainer.add_callback(recorder)
     trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal,
                                           training_args.beta))
+    evaluator = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
         evaluator = held_out_evaluation(trainer, tokenizer, eval_dataset, eval_source, reward_funcs, script_args,
                                         training_args)
@@ -319,7 +321,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # Save
     ################
     trainer.save_model(training_args.output_dir)  # the full model, or only the adapter under LoRA
-    write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="GRPO")
+    write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="GRPO",
+                  evaluation=evaluator and evaluator.results)
     # Every process waits until the main one has written its outputs, then all leave the process group
     # together: a process exiting early can take the launcher, and the main process, down with it.
     trainer.accelerator.wait_for_everyone()

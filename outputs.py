@@ -1,6 +1,7 @@
 """What a run writes and prints, shared by `grpo_trl_example.py` and `ppo_trl_example.py` (docs/outputs.md).
 
     RunRecorder            a TrainerCallback that writes metrics.jsonl and completions.jsonl (resume-safe)
+    tidy()                 a short line per log under the progress bar, and no hub model card unless pushing
     NoSignalWatchdog       a TrainerCallback that warns (or stops) when the reward gives no signal
     print_distributed_mode()  the distributed mode accelerate set up, printed before training
     write_summary()        summary.json, reward_curve.png, training_curves.png and the printed summary
@@ -22,6 +23,7 @@ from typing import Callable
 
 import torch
 from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback
 
 
 # Upstream warnings that every run would print and that mean nothing for it, each silenced by its exact message,
@@ -55,6 +57,9 @@ class _DropLogRecord(logging.Filter):
 logging.getLogger("transformers.generation.utils").addFilter(_DropLogRecord(
     r"Passing `generation_config` together with generation-related arguments="
     r"\(\{'(output_scores|return_dict_in_generate)', '(output_scores|return_dict_in_generate)'\}\)"))
+# - DeepSpeed 0.19, imported by accelerate to recognise a DeepSpeed engine whether or not the run uses one, warns on
+#   a machine without a GPU that it found none; a run names the device it runs on itself.
+logging.getLogger("DeepSpeed").addFilter(_DropLogRecord(r"Setting accelerator to CPU\."))
 
 
 def tracking_lines(training_args) -> list[str]:
@@ -123,6 +128,36 @@ class RunRecorder(TrainerCallback):
         if "reward" in logs:  # a training log, not an eval one
             with open(self.output_dir / "completions.jsonl", "a") as f:
                 f.writelines(json.dumps({"step": state.global_step, **row}) + "\n" for row in self.samples())
+
+
+class ShortLogs(ProgressCallback):
+    """transformers' progress bar, with a short line at each log (the step, the reward and each reward's mean, the
+    KL, the loss) in place of the dict of every metric, which metrics.jsonl keeps."""
+
+    KEYS = {"reward": "reward", "kl": "kl", "objective/kl": "kl", "loss": "loss", "eval_reward": "eval_reward"}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or self.training_bar is None or not logs or "train_runtime" in logs:
+            return
+        shown = {name: logs[k] for k, name in self.KEYS.items() if logs.get(k) is not None}
+        rewards = {k.removeprefix("rewards/").removesuffix("/mean"): v for k, v in logs.items()
+                   if k.startswith("rewards/") and k.endswith("/mean") and v is not None}
+        if len(rewards) > 1:  # with one reward the total is that reward
+            shown |= rewards
+        if shown:
+            self.training_bar.write(f"step {state.global_step}/{state.max_steps}: "
+                                    + "  ".join(f"{k} {v:.4g}" for k, v in shown.items()))
+
+
+def tidy(trainer) -> None:
+    """What the trainer prints and leaves in --output_dir, as a user reads them: a short line per log under the
+    progress bar (`ShortLogs`; --disable_tqdm keeps transformers' printer), and no hub model card (README.md) unless
+    the run pushes to the hub: TRL writes one at every checkpoint, where a local model's card links to
+    huggingface.co/None."""
+    if trainer.pop_callback(ProgressCallback) is not None:
+        trainer.add_callback(ShortLogs)
+    if not trainer.args.push_to_hub:
+        trainer.create_model_card = lambda *args, **kwargs: None
 
 
 class NoSignalWatchdog(TrainerCallback):
@@ -288,8 +323,33 @@ def read_jsonl_lenient(path: Path) -> list[dict]:
     return records
 
 
-def plot_rewards(history: list[dict], reward_keys: list[str], path: Path, title: str) -> None:
-    """Plot the total reward, each reward function's mean and the eval reward against the training step.
+def fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def smoothed(values: list[float]) -> list[float]:
+    """A centred moving average over about a fifth of the points (at least 3): a curve that does not lag at its end.
+
+    >>> smoothed([0.0, 1.0, 0.0, 1.0])
+    [0.5, 0.3333333333333333, 0.6666666666666666, 0.5]
+    """
+    half = max(1, len(values) // 10)
+    return [sum(values[max(0, i - half):i + half + 1]) / len(values[max(0, i - half):i + half + 1])
+            for i in range(len(values))]
+
+
+def headline(metrics: dict) -> dict:
+    """The metrics of one reward that a before/after comparison shows: pass@1 and greedy accuracy for a correctness
+    reward, else the mean reward of the samples and of the greedy completions."""
+    keys = ("pass@1", "greedy_accuracy") if "pass@1" in metrics else ("mean_reward", "greedy_reward")
+    return {key: metrics[key] for key in keys if metrics.get(key) is not None}
+
+
+def plot_rewards(history: list[dict], reward_keys: list[str], path: Path, title: str,
+                 evaluation: dict | None = None) -> None:
+    """The training reward against the step, each logged point and their moving average (and each reward function's
+    average where there are several, and TRL's eval reward where it ran); beside it, with `evaluation` (eval.json's
+    results), each reward's held-out headline metrics before and after training.
 
     TensorBoard and trackio draw the same curves live (`--report_to`); this PNG needs neither a server nor an
     optional package, so every run leaves one."""
@@ -297,18 +357,43 @@ def plot_rewards(history: list[dict], reward_keys: list[str], path: Path, title:
 
     matplotlib.use("Agg")  # no display needed
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for key in ["reward", *reward_keys, "eval_reward"]:
+    held_out = {name: headline(m) for name, m in (evaluation or {}).get("after", {}).items()}
+    fig, axes = plt.subplots(1, 2 if held_out else 1, figsize=(11 if held_out else 7, 4), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]} if held_out else None)
+    ax = axes[0, 0]
+    points = [(h["step"], h["reward"]) for h in history if h.get("reward") is not None]
+    if points:
+        steps, values = zip(*points)
+        ax.plot(steps, values, ".", color="C0", alpha=0.35, label="reward, each logged step")
+        ax.plot(steps, smoothed(list(values)), color="C0", linewidth=2, label="reward, moving average")
+    for i, key in enumerate(reward_keys if len(reward_keys) > 1 else []):  # one reward: the total is that reward
         points = [(h["step"], h[key]) for h in history if h.get(key) is not None]
         if points:
-            style = {"reward": dict(linewidth=2), "eval_reward": dict(linestyle="--", marker="o")}.get(key, {})
-            ax.plot(*zip(*points), label=key, **style)
+            ax.plot([s for s, _ in points], smoothed([v for _, v in points]), color=f"C{i + 1}",
+                    label=f"{key.removeprefix('rewards/').removesuffix('/mean')}, moving average")
+    points = [(h["step"], h["eval_reward"]) for h in history if h.get("eval_reward") is not None]
+    if points:
+        ax.plot(*zip(*points), linestyle="--", marker="o", color="C7", label="eval_reward (TRL's eval)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("mean reward")
-    ax.set_title(title)
+    ax.set_title(f"{title}: training reward")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
+    if held_out:
+        ax = axes[0, 1]
+        labels = [f"{name}\n{metric}" for name, metrics in held_out.items() for metric in metrics]
+        for offset, when in ((-0.2, "before"), (0.2, "after")):
+            results = evaluation.get(when, {})
+            heights = [results.get(name, {}).get(metric) or 0.0 for name, ms in held_out.items() for metric in ms]
+            ax.bar_label(ax.bar([i + offset for i in range(len(labels))], heights, width=0.4, label=when),
+                         fmt="%.2f", fontsize=8)
+        ax.set_xticks(range(len(labels)), labels, fontsize=8)
+        ax.set_title("held-out prompts, before and after training")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -348,8 +433,10 @@ def plot_training(history: list[dict], reward_keys: list[str], path: Path, title
     plt.close(fig)
 
 
-def write_summary(trainer, recorder: RunRecorder, train_output, script_args, training_args, model_args, title: str):
-    """Write summary.json and the plots, and print where everything went. Call it on every process: the parameters
+def write_summary(trainer, recorder: RunRecorder, train_output, script_args, training_args, model_args, title: str,
+                  evaluation: dict | None = None):
+    """Write summary.json and the plots, and print what the run did and where everything went: with `evaluation`
+    (the before/after evaluation's results), its headline metrics first. Call it on every process: the parameters
     each one holds are gathered first; the rest is the main process's."""
     held = held_parameters(trainer)
     if not trainer.accelerator.is_main_process:
@@ -377,9 +464,14 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
     tool_keys = sorted({k for h in history for k in h if k.startswith("tools/")})
     if tool_keys:
         summary["first_last_20pct"] = {k: mean_reward_first_last(history, k) for k in reward_keys + tool_keys}
+    held_out = {name: {metric: (evaluation.get("before", {}).get(name, {}).get(metric), value)
+                       for metric, value in headline(metrics).items()}
+                for name, metrics in (evaluation or {}).get("after", {}).items()}
+    if held_out:
+        summary["held_out_before_after"] = held_out
     write_json_atomic(out / "summary.json", summary)
     plots = [out / "reward_curve.png", out / "training_curves.png"]
-    plot_rewards(recorder.history, reward_keys, plots[0], title)
+    plot_rewards(recorder.history, reward_keys, plots[0], title, evaluation)
     plot_training(history, reward_keys, plots[1], title)
 
     print(
@@ -389,6 +481,8 @@ def write_summary(trainer, recorder: RunRecorder, train_output, script_args, tra
         f"  mean reward, last 20% of logged steps:  {last:.3f}\n"
         + "".join(f"  {key}, first -> last 20%: {a:.3f} -> {b:.3f}\n"
                   for key, (a, b) in summary.get("first_last_20pct", {}).items())
+        + "".join(f"  held-out {name} {metric}, before -> after: {fmt(a)} -> {fmt(b)}\n"
+                  for name, metrics in held_out.items() for metric, (a, b) in metrics.items())
         + f"  model:       {out}\n"
         f"  metrics:     {out / 'metrics.jsonl'}\n"
         f"  completions: {out / 'completions.jsonl'}\n"

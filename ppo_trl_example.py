@@ -62,12 +62,14 @@ Optional, imported only when a run uses it: code_sandbox.py (the `code` reward).
 import gc
 import math
 import time
+import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+import transformers
 from accelerate import PartialState
 from accelerate.utils import gather_object
 from torch import nn
@@ -82,8 +84,6 @@ from transformers import (
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.trainer_utils import TrainOutput
 from trl import ModelConfig, TrlParser, get_peft_config
-from trl.experimental.ppo import PPOConfig, PPOTrainer
-from trl.experimental.utils import first_true_indices, get_reward
 from trl.models import unwrap_model_for_generation
 
 from data import load_splits
@@ -106,8 +106,13 @@ from options import (
     set_default_run,
     warn_if_tuned_defaults_kept,
 )
-from outputs import NoSignalWatchdog, RunRecorder, print_distributed_mode, write_summary
+from outputs import NoSignalWatchdog, RunRecorder, print_distributed_mode, tidy, write_summary
 from rewards import get_reward_funcs
+
+with warnings.catch_warnings():  # PPOTrainer is in trl.experimental in trl 1.12 (gone in 1.13): its notice says nothing
+    warnings.filterwarnings("ignore", message="You are importing from 'trl.experimental'")  # a pinned trl can change
+    from trl.experimental.ppo import PPOConfig, PPOTrainer
+    from trl.experimental.utils import first_true_indices, get_reward
 
 HERE = Path(__file__).resolve().parent
 # Every default of a run without flags: the bundled tiny model on the bundled addition task. Flags and --config
@@ -408,6 +413,25 @@ def training_sampling(trainer: PPOTrainer) -> Sampling:
     return Sampling(config, end)
 
 
+def load_value_model(path: str, model_kwargs: dict):
+    """The value model: the checkpoint's transformer under a new one-output `score` layer, the value head. It says so
+    in one line, where transformers' load report would call the head missing; any other missing weight is reported."""
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        model, loading = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1,
+                                                                            output_loading_info=True, **model_kwargs)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    new = sorted(loading["missing_keys"])
+    if PartialState().is_main_process and new:
+        heads = [k for k in new if k.startswith("score.")]
+        print(f"value model: {path} with a new value head ({', '.join(heads)}), which starts at random and trains "
+              "with the policy" if new == heads else f"WARNING: the value model from {path} lacks {', '.join(new)}: "
+              "they start at random")
+    return model
+
+
 def load_reward_model(path: str, model_kwargs: dict):
     """The reward model of --reward_model_path, in eval mode, loaded as the policy is but for --model_revision,
     which is the policy's."""
@@ -677,9 +701,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     # The reference is a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead.
     ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs) if peft_config is None else None
     # The value model: the policy's transformer with a new one-output `score` layer as the value head.
-    value_model = AutoModelForSequenceClassification.from_pretrained(
-        script_args.value_model_path or policy_path, num_labels=1, **model_kwargs
-    )
+    value_model = load_value_model(script_args.value_model_path or policy_path, model_kwargs)
     reward_model = (load_reward_model(training_args.reward_model_path, model_kwargs)
                     if training_args.reward_model_path else None)
     if training_args.activation_checkpointing:  # trl 1.12's PPOTrainer reads the flag but never acts on it
@@ -718,13 +740,16 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         data_collator=collator,
         peft_config=peft_config,
     )
+    tidy(trainer)
     recorder = RunRecorder(training_args.output_dir, lambda: trainer.latest_records)
     trainer.add_callback(recorder)
     trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal))
 
+    evaluator = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
-        trainer.add_callback(held_out_evaluation(trainer, tokenizer, eval_dataset, eval_source, reward_funcs,
-                                                 script_args, training_args))
+        evaluator = held_out_evaluation(trainer, tokenizer, eval_dataset, eval_source, reward_funcs, script_args,
+                                        training_args)
+        trainer.add_callback(evaluator)
 
     print_distributed_mode(trainer)
     start = time.perf_counter()
@@ -736,7 +761,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ################
     policy.generation_config = shipped_generation_config
     trainer.save_model(training_args.output_dir)  # the policy alone, or only its adapter under LoRA; and the tokenizer
-    write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="PPO")
+    write_summary(trainer, recorder, train_output, script_args, training_args, model_args, title="PPO",
+                  evaluation=evaluator and evaluator.results)
     # Every process waits until the main one has written its outputs, then all leave the process group
     # together: a process exiting early can take the launcher, and the main process, down with it.
     trainer.accelerator.wait_for_everyone()

@@ -1,7 +1,7 @@
 """How much does the default run learn, and how much does that vary with the seed?
 
-Runs the no-argument GRPO and PPO commands (the ones the learning tests run, `--eval_num_samples 8`, one torch
-thread) over several seeds, then prints per seed and over seeds: the mean reward over the first and the last 20% of
+Runs the no-argument GRPO and PPO commands (the ones the learning tests run, with one torch thread) over several
+seeds, then prints per seed and over seeds: the mean reward over the first and the last 20% of
 logged steps, its rise, and held-out pass@1 before and after training. `tools` runs the bundled tool task
 (`--config recipes/tiny/tools.yaml`) and reports its tool-call rate and accuracy, first and last 20%, instead.
 The learning tests' margins are set from this spread (mean - 3 standard deviations, rounded down), and
@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = REPO / "benchmarks" / "outputs" / "learning_seeds"
 # The commands the learning tests run: tests/e2e/test_grpo.py and tests/e2e/test_ppo.py (test_default_run_learns), and
 # tests/e2e/test_tools.py (test_tool_task_learns).
-SCRIPTS = {"grpo": ("grpo_trl_example.py", ["--eval_num_samples", "8"]),
-           "ppo": ("ppo_trl_example.py", ["--eval_num_samples", "8"]),
+SCRIPTS = {"grpo": ("grpo_trl_example.py", []),
+           "ppo": ("ppo_trl_example.py", []),
            "tools": ("grpo_trl_example.py", ["--config", "recipes/tiny/tools.yaml"])}
 
 

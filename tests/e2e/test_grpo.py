@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 import yaml
-from conftest import (ADDITION, REPO, assert_adapter_trained, assert_no_preventable_warnings, assert_run_summary,
-                      assert_summary_means, assert_trained, read_jsonl, run_script, spied, spied_calls,
-                      script_parser, write_jsonl)
+from conftest import (ADDITION, REPO, assert_adapter_trained, assert_held_out_summary, assert_no_preventable_warnings,
+                      assert_run_summary, assert_summary_means, assert_trained, read_jsonl, run_script, spied,
+                      spied_calls, script_parser, write_jsonl)
 
 from rewards import accuracy_reward, reward_names
 
@@ -24,9 +24,11 @@ def answer_of(prompt: str) -> str:
 def test_default_task_outputs(tmp_path):
     out = tmp_path / "out"
     # a fresh process, as every other run in one process is not (tests/warm_python.py): what it prints is all its own
-    proc = run_script(SCRIPT, "--output_dir", out, "--max_steps", 4, "--logging_steps", 1, "--eval_steps", 2,
-                      cwd=tmp_path, fresh=True)
+    proc = run_script(SCRIPT, "--output_dir", out, "--max_steps", 4, "--logging_steps", 1, "--eval_strategy", "steps",
+                      "--eval_steps", 2, cwd=tmp_path, fresh=True)
     assert_no_preventable_warnings(proc.stdout + proc.stderr)
+    assert "step 4/4: reward " in proc.stdout.replace("\r", "\n")  # each log in one short line
+    assert not (out / "README.md").exists()  # no hub model card unless --push_to_hub
 
     # metrics.jsonl: one line per logging step, with the total reward and each reward function's mean
     metrics = read_jsonl(out / "metrics.jsonl")
@@ -203,8 +205,7 @@ def test_default_run_learns(tmp_path):
     The numbers are CPU numbers, so the run stays on CPU on a GPU machine too.
     """
     out = tmp_path / "out"
-    proc = run_script(SCRIPT, "--output_dir", out, "--seed", 42, "--eval_num_samples", 8, "--use_cpu", "true",
-                      cwd=tmp_path)
+    proc = run_script(SCRIPT, "--output_dir", out, "--use_cpu", "true", cwd=tmp_path)  # the default run
     summary = assert_summary_means(out, proc.stdout)  # 30 logs: 6 in each 20%
     assert summary["global_step"] == 300
     assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.07
@@ -216,6 +217,7 @@ def test_default_run_learns(tmp_path):
     assert set(after) == {"mean_reward", "greedy_accuracy", "pass@1", "pass@8", "maj@8"}
     assert after["pass@1"] - before["pass@1"] >= 0.06
     assert "pass@1" in proc.stdout and "before   after" in proc.stdout
+    assert_held_out_summary(out, proc.stdout)
 
 
 @pytest.mark.parametrize("recipe", sorted((REPO / "recipes").glob("*/grpo/*.yaml")), ids=lambda p: p.parent.parent.name)

@@ -7,8 +7,9 @@ import shutil
 import pytest
 import torch
 from conftest import (ADDITION, MULTIPROCESS, RANK_PROBE, REPO, SHUTDOWN_PROBE, TINY_MODEL, accelerate_ddp,
-                      assert_adapter_trained, assert_no_preventable_warnings, assert_run_summary, assert_summary_means,
-                      assert_trained, ddp_flags, read_jsonl, run_script, script_parser, spied, spied_calls, write_jsonl)
+                      assert_adapter_trained, assert_held_out_summary, assert_no_preventable_warnings,
+                      assert_run_summary, assert_summary_means, assert_trained, ddp_flags, read_jsonl, run_script,
+                      script_parser, spied, spied_calls, write_jsonl)
 
 from rewards import accuracy_reward, get_reward_funcs
 
@@ -244,7 +245,10 @@ def test_default_task_outputs(tmp_path):
     # a fresh process, as every other run in one process is not (tests/warm_python.py): what it prints is all its own
     proc = run_script(SCRIPT, "--output_dir", out, *TINY, "--num_sample_generations", 2, cwd=tmp_path, fresh=True)
     assert "model response" in proc.stdout
-    assert_no_preventable_warnings(proc.stdout + proc.stderr)  # TRL's experimental notice aside
+    assert_no_preventable_warnings(proc.stdout + proc.stderr)
+    assert "step 4/4: reward " in proc.stdout.replace("\r", "\n")  # each log in one short line
+    assert "value model: " in proc.stdout and "with a new value head (score.weight)" in proc.stdout
+    assert not (out / "README.md").exists()  # no hub model card unless --push_to_hub
 
     metrics = check_train_logs(out, 4, ["accuracy"])
     assert all(m["reward"] == pytest.approx(m["rewards/accuracy/mean"]) for m in metrics)  # one reward, weight 1
@@ -537,8 +541,7 @@ def test_default_run_learns(tmp_path):
     on a GPU machine too.
     """
     out = tmp_path / "out"
-    proc = run_script(SCRIPT, "--output_dir", out, "--seed", 42, "--eval_num_samples", 8, "--use_cpu", "true",
-                      cwd=tmp_path)
+    proc = run_script(SCRIPT, "--output_dir", out, "--use_cpu", "true", cwd=tmp_path)  # the default run
     summary = assert_summary_means(out, proc.stdout)  # 40 logs: 8 in each 20%
     assert summary["global_step"] == 40
     assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.12
@@ -549,6 +552,7 @@ def test_default_run_learns(tmp_path):
     assert report["source"] == "split 'test'" and report["num_samples"] == 8
     assert report["after"]["accuracy"]["pass@1"] - report["before"]["accuracy"]["pass@1"] >= 0.21
     assert "before   after" in proc.stdout
+    assert_held_out_summary(out, proc.stdout)
 
 
 def test_refuses_to_resume(tmp_path, fails_early):

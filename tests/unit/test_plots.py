@@ -57,11 +57,40 @@ def test_training_curves_draw_each_logged_series(tmp_path, figures, history, rew
 
 
 def test_reward_curve_draws_the_total_each_reward_and_the_eval_reward(tmp_path, figures):
+    """The training reward as logged and as a moving average; each reward function's average where there are
+    several; TRL's eval reward; whole steps on the axis."""
+    from outputs import smoothed
+
     keys = ["rewards/accuracy/mean", "rewards/format/mean"]
     plot_rewards(GRPO_LOGS, keys, tmp_path / "reward_curve.png", "GRPO")
     [fig] = figures
-    assert drawn(fig.axes[0]) == {key: series(GRPO_LOGS, key) for key in ["reward", *keys, "eval_reward"]}
+    [ax] = fig.axes
+
+    def average(key):
+        steps, values = zip(*series(GRPO_LOGS, key))
+        return list(zip(steps, smoothed(list(values))))
+
+    assert drawn(ax) == {
+        "reward, each logged step": series(GRPO_LOGS, "reward"), "reward, moving average": average("reward"),
+        "accuracy, moving average": average(keys[0]), "format, moving average": average(keys[1]),
+        "eval_reward (TRL's eval)": series(GRPO_LOGS, "eval_reward")}
     assert series(GRPO_LOGS, "rewards/format/mean") == [(1, 0.0), (3, 0.1)]  # the step with None is left out
+    assert all(tick == int(tick) for tick in ax.get_xticks())
+
+
+def test_one_reward_is_drawn_once_and_the_held_out_evaluation_beside_it(tmp_path, figures):
+    """With one reward function the total is that reward: no second line of the same values. With the before/after
+    evaluation, a second panel holds its headline metrics, before and after."""
+    evaluation = {"before": {"accuracy": {"mean_reward": 0.4, "greedy_accuracy": 0.5, "pass@1": 0.4}},
+                  "after": {"accuracy": {"mean_reward": 0.6, "greedy_accuracy": 0.75, "pass@1": 0.6}}}
+    plot_rewards(PPO_LOGS, ["rewards/accuracy/mean"], tmp_path / "reward_curve.png", "PPO", evaluation)
+    [fig] = figures
+    curve, held_out = fig.axes
+    assert list(drawn(curve)) == ["reward, each logged step", "reward, moving average"]
+    assert [t.get_text() for t in held_out.get_xticklabels()] == ["accuracy\npass@1", "accuracy\ngreedy_accuracy"]
+    before, after = held_out.containers
+    assert [b.get_height() for b in before] == [0.4, 0.5] and [b.get_height() for b in after] == [0.6, 0.75]
+    assert (before.get_label(), after.get_label()) == ("before", "after")
 
 
 def test_nothing_logged_draws_nothing(tmp_path, figures):
