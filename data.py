@@ -45,7 +45,10 @@ def load_prompt_dataset(
         a message naming what is there. Every other column (e.g. `answer`) is kept: the reward functions receive it
         as a kwarg.
     """
-    path = Path(dataset_name)
+    path = Path(dataset_name).expanduser()
+    if not path.exists() and (dataset_name.startswith((".", "/", "~")) or dataset_name.count("/") > 1
+                              or path.suffix in LOCAL_FILE_BUILDERS):  # a path, not a hub id: no hub lookup
+        raise SystemExit(f"error: --dataset_name {dataset_name}: no such file or directory")
     if path.is_file() and path.suffix not in LOCAL_FILE_BUILDERS:
         raise SystemExit(f"error: cannot read '{path}': use a {', '.join(LOCAL_FILE_BUILDERS)} file, or a folder")
     # `datasets` fails on an empty data file with a bare StopIteration (one file) or "Instruction 'test' corresponds

@@ -46,6 +46,7 @@ eval.json alone: the evaluation of a saved model or adapter, no training).
 To start your own, copy this script with the files it needs beside it (tests/e2e/test_copy.py runs such a copy):
 
     options.py data.py outputs.py rewards.py evaluation.py recipes/tiny/grpo.yaml
+    assets/tiny-llama-addition assets/addition
 
 Optional, imported only when a run uses them: tools.py (--tools), code_sandbox.py (the `code` reward).
 """
@@ -84,6 +85,7 @@ from evaluation import (
 from options import (
     RunArguments,
     check_gpu_options,
+    check_default_files,
     check_launch,
     check_model_path,
     check_reward_funcs,
@@ -180,11 +182,11 @@ class GRPOScriptArguments(RunArguments):
     )
 
 
-def validate(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig, tiny_model: str,
+def validate(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig, defaults: dict,
              tuned: dict) -> None:
     """Every refusal and correction of the options, in one place, right after parsing and before anything loads:
-    each refusal is one `error:` line. `tiny_model` and `tuned` come from the default recipe (the warning about
-    settings tuned for the tiny model)."""
+    each refusal is one `error:` line. `defaults` and `tuned` come from the default recipe (its bundled files, and the
+    warning about settings tuned for the tiny model)."""
     if script_args.eval_only:  # the model as it is: no adapter of ours on top, no reference to load, no checkpoint,
         model_args.use_peft, training_args.beta, script_args.reference_mode = False, 0.0, "static"
         training_args.resume_from_checkpoint = None
@@ -195,6 +197,7 @@ def validate(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_
     configure_tracking(training_args)
     check_gpu_options(training_args, model_args)
     check_launch(training_args)
+    check_default_files(defaults, script_args, model_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     for path in script_args.reward_model_name_or_path:
         check_reward_model(path, "--reward_model_name_or_path", training_args.trust_remote_code)
@@ -218,9 +221,10 @@ def validate(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_
                                                                      script_args.environment_factory):
         raise SystemExit("error: --max_tool_calling_iterations bounds the rounds of tool calls: add --tools")
     if script_args.eval_num_samples > 0 and (script_args.tools or script_args.environment_factory):
-        raise SystemExit("error: --eval_num_samples: the before/after evaluation generates without the tool loop; "
-                         "with --tools, read the tool-call rate and rewards in summary.json, or set --eval_strategy "
-                         "steps (GRPOTrainer's evaluation runs the tools)")
+        raise SystemExit(f"error: --eval_num_samples {script_args.eval_num_samples}: the before/after evaluation "
+                         "generates without the tool loop; with --tools set --eval_num_samples 0, and read the "
+                         "tool-call rate and rewards in summary.json, or set --eval_strategy steps (GRPOTrainer's "
+                         "evaluation runs the tools)")
     check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts, script_args.eval_only)
     # One evaluation of the held-out prompts, not two: with --eval_num_samples the before/after evaluation measures
     # them, so GRPOTrainer's own (every --eval_steps, and again at the last step) is off unless the run asks for it.
@@ -231,7 +235,7 @@ def validate(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_
                   "GRPOTrainer's periodic evaluation of the same prompts is off (set --eval_strategy steps "
                   "to have both)")
         training_args.eval_strategy = "no"
-    warn_if_tuned_defaults_kept(tiny_model, model_args.model_name_or_path, tuned, training_args)
+    warn_if_tuned_defaults_kept(defaults["model_name_or_path"], model_args.model_name_or_path, tuned, training_args)
 
 
 def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
@@ -483,7 +487,7 @@ if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     defaults, tuned = set_default_run(parser, DEFAULT_RECIPE, root=HERE)
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
-    validate(script_args, training_args, model_args, defaults["model_name_or_path"], tuned)
+    validate(script_args, training_args, model_args, defaults, tuned)
     main(script_args, training_args, model_args)
     # Free the trainer now, while Python is fully alive. Left to the interpreter's shutdown, the DDP model's
     # gloo buffers are released from torch's threads after Python has stopped, which can abort the process

@@ -25,7 +25,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -43,6 +43,11 @@ class RunArguments(ScriptArguments):
     no-signal watchdog. Each script's own arguments extend it."""
 
     _argument_group_name = "the script's own options (and TRL's ScriptArguments)"  # --help lists them first
+
+    def __post_init__(self):  # a recipe may give one value where a list is taken (`reward_funcs: accuracy`)
+        for f in fields(self):
+            if str(f.type).startswith("list") and isinstance(getattr(self, f.name), str):
+                setattr(self, f.name, [getattr(self, f.name)])
 
     reward_funcs: list[str] = field(
         default_factory=lambda: ["accuracy"],
@@ -96,10 +101,9 @@ def parse_args(parser, unsupported: dict[str, str], args: list[str] | None = Non
     no effect (`unsupported`) are refused whether they come as flags or as YAML keys. TRL's batch-geometry error gets
     the nearest valid sizes.
 
-    The user's arguments are parsed first: building a training config starts the process group (its `device`), which
-    must see the run's own --ddp_backend and --ddp_timeout. The script's defaults are parsed after, to compare with:
-    TrlParser makes a YAML's values the parser's defaults, and against the script's own a recipe's
-    `logging_steps: 3` is as much a change as `--logging_steps 3`.
+    The checks read argparse's own values, before any training config is built: building one starts the process group
+    (and DeepSpeed's config), which must come from the run's own arguments (--ddp_backend, --ddp_timeout), once.
+    Against the script's own defaults a recipe's `logging_steps: 3` is as much a change as `--logging_steps 3`.
     """
     args = list(sys.argv[1:] if args is None else args)
     describe_options(parser, unsupported)
@@ -108,23 +112,32 @@ def parse_args(parser, unsupported: dict[str, str], args: list[str] | None = Non
         raise SystemExit(f"error: {message}" + ("" if "choose from" in message else " (--help lists every option)"))
 
     parser.error = error
-    actions = {action.dest: action for action in parser._actions}
-    config_at = args.index("--config") if "--config" in args else None
+    actions = {}
+    for action in parser._actions:  # the first of a flag's actions holds its default (`--no_<flag>` is the second)
+        actions.setdefault(action.dest, action)
+    script_defaults = vars(parser.parse_known_args([])[0])  # as argparse reads them (string defaults converted)
+    config, config_at = {}, args.index("--config") if "--config" in args else None
     if config_at is not None:
         if config_at + 1 == len(args):
             raise SystemExit("error: --config needs the path of a YAML recipe, e.g. --config recipes/tiny/grpo.yaml")
         path = args[config_at + 1]
-        for key, value in read_config(path).items():
+        config = read_config(path)
+        for key, value in config.items():
             if key not in actions:
                 raise SystemExit(f"error: {path}: unknown key '{key}'{nearest(key, actions)}")
             check_config_value(path, key, value, actions[key])
-    _, unknown = parser.parse_known_args(args[:config_at] + args[config_at + 2:] if config_at is not None else args)
+    saved = [(action, action.default) for action in parser._actions]
+    parser.set_defaults_with_config(**config)  # as TrlParser applies a recipe, for this look at the values only
+    flags = args[:config_at] + args[config_at + 2:] if config_at is not None else args
+    values, unknown = parser.parse_known_args(flags)
+    for action, default in saved:
+        action.default = default
     if unknown:
         name = next((u for u in unknown if u.startswith("-")), unknown[0])
         what = f"unknown option {name.split('=')[0]}" if name.startswith("-") else f"unexpected argument {name!r}"
         raise SystemExit(f"error: {what}{nearest(name.lstrip('-').split('=')[0], actions, '--')}")
+    refuse_ignored_fields(unsupported, script_defaults, values)
 
-    script_defaults = [(action, action.default) for action in parser._actions]
     try:
         parsed = parser.parse_args_and_config(args)
     except ValueError as err:
@@ -139,10 +152,6 @@ def parse_args(parser, unsupported: dict[str, str], args: list[str] | None = Non
             f"completions; the nearest valid sizes are {sizes} (on one process with steps_per_generation 1: "
             f"--per_device_train_batch_size {' or '.join(map(str, nearest_sizes))}), or change --num_generations."
         ) from None
-    for action, default in script_defaults:  # the YAML's values were the parser's defaults for that parse only
-        action.default = default
-    defaults = parser.parse_args_into_dataclasses(args=[])
-    refuse_ignored_fields(unsupported, defaults, *parsed)
     if not {"activation_checkpointing", "gradient_checkpointing"} & options_set(args):  # see device_defaults
         training_args = next(a for a in parsed if hasattr(a, "activation_checkpointing"))
         training_args.activation_checkpointing = training_args.gradient_checkpointing = torch.cuda.is_available()
@@ -174,13 +183,11 @@ def read_config(path: str) -> dict:
 
 def check_config_value(path: str, key: str, value, action) -> None:
     """Stop with one line on a YAML value its option cannot take: argparse checks only the values it reads as text."""
-    if action.nargs in ("+", "*") and value is not None and not isinstance(value, list):
-        raise SystemExit(f"error: {path}: {key} takes a list: write {key}: [{value}]")
     for item in value if isinstance(value, list) else [value]:
         if item is None or action.type in (None, str):
             continue
         try:
-            converted = action.type(item)
+            converted = action.type(item if isinstance(item, str) else str(item))  # as argparse, on text
             if not isinstance(item, str) and converted != item:  # 2.5 for an int
                 raise ValueError
         except (TypeError, ValueError, argparse.ArgumentTypeError):
@@ -301,6 +308,19 @@ def options_set(argv: list[str] | None = None) -> set[str]:
     return names - {"config"}
 
 
+def check_default_files(recipe: dict, script_args, model_args) -> None:
+    """Stop with one sentence when a run names the bundled model or data (the default recipe's values, by default)
+    and they are not there, as in a copy of the script made without them: the sentence names what to copy, or the
+    flags that replace it, where a hub lookup of the missing path would retry for half a minute and say neither."""
+    chosen = {"model_name_or_path": model_args.model_name_or_path, "dataset_name": script_args.dataset_name}
+    missing = [key for key in REPOSITORY_PATHS if chosen[key] == recipe[key] and not Path(recipe[key]).exists()]
+    if missing:
+        script = Path(sys.argv[0]).name
+        names = " and ".join(str(Path(recipe[key]).relative_to(Path(recipe[key]).parents[1])) for key in missing)
+        raise SystemExit(f"error: the default run reads {names}, which are not beside {script}: copy them from the "
+                         f"repository with it, or give your own with {' and '.join(f'--{k}' for k in missing)}")
+
+
 def check_model_path(name: str, revision: str = "main", flag: str = "--model_name_or_path") -> None:
     """Stop with one clear sentence when a model is neither a local directory nor on the hub.
 
@@ -400,19 +420,17 @@ def warn_if_tuned_defaults_kept(tiny_model: str, model_path: str, tuned: dict, t
                   f"{settings}. Set them for your model, or start from a recipe in recipes/.")
 
 
-def refuse_ignored_fields(ignored: dict[str, str], defaults, *parsed) -> None:
+def refuse_ignored_fields(ignored: dict[str, str], defaults: dict, values) -> None:
     """Stop with one sentence when an option that would have no effect is set away from its default.
 
     Args:
         ignored: option name -> why it has no effect here and what to do instead.
-        defaults: the dataclasses parsed from no arguments and no `--config`: the script's own defaults, after the
-            configs' own post-processing (which turns some None defaults into objects).
-        parsed: the parsed dataclasses.
+        defaults: the parser's defaults, option name -> value, before any recipe.
+        values: argparse's namespace of the run's values (a recipe's among them).
     """
-    for args, default in zip(parsed, defaults):
-        for name, why in ignored.items():
-            if hasattr(args, name) and getattr(args, name) != getattr(default, name):
-                raise SystemExit(f"error: --{name} is not supported here: {why}")
+    for name, why in ignored.items():
+        if name in defaults and getattr(values, name) != defaults[name]:
+            raise SystemExit(f"error: --{name} is not supported here: {why}")
 
 
 def check_reward_funcs(names: list[str], max_completion_length: int, options: list[str]) -> None:

@@ -267,9 +267,17 @@ def describe(mode: dict) -> str:
 
 
 def print_distributed_mode(trainer) -> None:
-    """Say, before training, how the run is spread over processes (main process only)."""
-    if trainer.accelerator.is_main_process:
-        print(f"distributed: {describe(distributed_mode(trainer))}", flush=True)
+    """Say, before training, how the run is spread over processes (main process only), and what to set when other
+    work shares the cores: beside it torch's threads wait on each other (BENCHMARKS.md, section 13)."""
+    if not trainer.accelerator.is_main_process:
+        return
+    print(f"distributed: {describe(distributed_mode(trainer))}", flush=True)
+    threads, cores = torch.get_num_threads(), os.cpu_count() or 1
+    load = getattr(os, "getloadavg", lambda: (0.0,))()[0]  # over the last minute; not on Windows
+    if trainer.accelerator.device.type == "cpu" and threads > 1 and load > cores / 2:
+        print(f"NOTE: this machine is busy (load average {load:.1f} on {cores} cores), and torch's {threads} threads "
+              "then wait on each other: beside other work, OMP_NUM_THREADS=1 ran the default runs 3.5x faster "
+              "(BENCHMARKS.md, section 13)", flush=True)
 
 
 def held_parameters(trainer) -> list[int]:

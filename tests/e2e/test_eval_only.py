@@ -59,4 +59,5 @@ def test_eval_only_scores_a_saved_policy_as_training_did(tmp_path, script, lora)
 
 
 def test_eval_only_needs_samples(tmp_path, fails_early):
-    assert fails_early(tmp_path, "--eval_only").startswith("error: --eval_only evaluates --eval_num_samples K")
+    assert fails_early(tmp_path, "--eval_only", "--eval_num_samples", 0).startswith(
+        "error: --eval_only evaluates --eval_num_samples K")

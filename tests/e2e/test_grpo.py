@@ -177,7 +177,8 @@ def test_user_reward_by_dotted_path(tmp_path):
     out = tmp_path / "out"
     proc = run_script(SCRIPT, "--dataset_name", tmp_path / "addition.parquet", "--reward_funcs", "accuracy",
                       "my_rewards.short_answer", "--reward_weights", 1.0, 0.0, "--output_dir", out, "--max_steps", 4,
-                      "--logging_steps", 1, "--eval_steps", 2, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+                      "--logging_steps", 1, "--eval_strategy", "steps", "--eval_steps", 2, "--eval_num_samples", 0,
+                      cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
     assert f"no 'test' split in {tmp_path / 'addition.parquet'}: evaluation is off" in proc.stdout
     metrics = read_jsonl(out / "metrics.jsonl")
     assert [m["step"] for m in metrics] == [1, 2, 3, 4]  # training logs only: no eval at steps 2 and 4
@@ -196,26 +197,28 @@ def test_unknown_reward_is_a_clear_error(tmp_path, fails_early):
 
 @pytest.mark.newest_trl
 def test_default_run_learns(tmp_path):
-    """The default run, seeded: the mean reward over the last 20% of logged steps beats the first 20%, and held-out
-    pass@1 on the test split improves.
+    """The default run (seed 42): the mean reward over the last 20% of logged steps beats the first 20%, and held-out
+    pass@1 and greedy accuracy on the test split improve, as the closing summary says.
 
     Margins: mean - 3 sd over 8 seeds (1-7, 42), measured by `python benchmarks/learning_seeds.py` with one thread,
-    as here (BENCHMARKS.md, "Does the default run learn?"): the rise 0.163 +- 0.029 (min 0.122), the last 20%
-    0.798 +- 0.014 (min 0.779), the pass@1 gain 0.157 +- 0.029 (min 0.100). Seed 42: rise 0.139, pass@1 0.469 -> 0.669.
-    The numbers are CPU numbers, so the run stays on CPU on a GPU machine too.
+    as here (BENCHMARKS.md, "Does the default run learn?"): the rise 0.170 +- 0.027 (min 0.140), the last 20%
+    0.804 +- 0.015 (min 0.784), the pass@1 gain 0.155 +- 0.046 (min 0.106), the greedy gain 0.200 +- 0.038 (min
+    0.150). Seed 42: rise 0.180, pass@1 0.469 -> 0.575, greedy +0.200. The numbers are CPU numbers, so the run stays
+    on CPU on a GPU machine too.
     """
     out = tmp_path / "out"
     proc = run_script(SCRIPT, "--output_dir", out, "--use_cpu", "true", cwd=tmp_path)  # the default run
     summary = assert_summary_means(out, proc.stdout)  # 30 logs: 6 in each 20%
     assert summary["global_step"] == 300
-    assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.07
+    assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.08
     assert summary["reward_last_20pct"] >= 0.75
 
     report = json.loads((out / "eval.json").read_text())
     assert report["source"] == "split 'test'" and report["num_prompts"] == 20 and report["num_samples"] == 8
     before, after = report["before"]["accuracy"], report["after"]["accuracy"]
     assert set(after) == {"mean_reward", "greedy_accuracy", "pass@1", "pass@8", "maj@8"}
-    assert after["pass@1"] - before["pass@1"] >= 0.06
+    assert after["pass@1"] - before["pass@1"] >= 0.01
+    assert after["greedy_accuracy"] - before["greedy_accuracy"] >= 0.08
     assert "pass@1" in proc.stdout and "before   after" in proc.stdout
     assert_held_out_summary(out, proc.stdout)
 

