@@ -26,13 +26,12 @@ fi
 python3 -m venv .venv || { echo "error: python3 cannot make a virtual environment; on Debian and Ubuntu: sudo apt-get install python3-venv"; exit 1; }
 pip=(.venv/bin/python -m pip install --quiet)
 TORCH=${TORCH:-$(command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu)}
-if [ "$TORCH" = cpu ]; then
-    # the +cpu build on PyTorch's index ranks above PyPI's CUDA build of the same version
-    "${pip[@]}" torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu
+if [ "$TORCH" = cpu ]; then  # the CPU build alone, from PyTorch's index; its dependencies come from PyPI below
+    "${pip[@]}" --no-deps torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 else
     "${pip[@]}" torch==2.13.0
 fi
-"${pip[@]}" -r requirements.txt -r requirements-tracking.txt
+"${pip[@]}" -r requirements.txt -r requirements-tracking.txt  # torch's own dependencies among them
 "${pip[@]}" --no-build-isolation deepspeed==0.19.8  # builds against the torch above
 .venv/bin/python -c "import torch; print(f'torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}')"
 
