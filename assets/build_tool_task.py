@@ -42,7 +42,7 @@ from trl.chat_template_utils import qwen2_5_chat_template
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from tools import calculator  # noqa: E402
+from extras.tools import calculator  # noqa: E402
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # Qwen2.5's: pad, turn start, turn end (= eos)
 MARKERS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]

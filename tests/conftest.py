@@ -206,16 +206,10 @@ def fails_early(capfd, monkeypatch):
     return run
 
 
-def script_parser(script):
-    """`script`'s (the imported module's) TrlParser with the script's own defaults, as its __main__ builds it, and
-    its default recipe's (values, tuned settings)."""
-    from options import set_default_run
-    from trl import ModelConfig, TrlParser
-
-    config = script.GRPOConfig if hasattr(script, "GRPOScriptArguments") else script.PPOConfig
-    arguments = getattr(script, "GRPOScriptArguments", None) or script.PPOScriptArguments
-    parser = TrlParser((arguments, config, ModelConfig))
-    return parser, *set_default_run(parser, script.DEFAULT_RECIPE, root=script.HERE)
+def script_parser(script, default_run: bool = True):
+    """`script`'s (the imported module's) parser as its __main__ builds it: the default run's, or (False) for a run
+    that names a recipe."""
+    return script.make_parser(default_run)
 
 
 def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = True) -> None:

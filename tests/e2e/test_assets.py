@@ -13,7 +13,7 @@ import build_tiny_assets  # noqa: E402
 import build_tool_task  # noqa: E402
 import convert_gguf  # noqa: E402
 
-from tools import calculator  # noqa: E402
+from extras.tools import calculator  # noqa: E402
 
 
 @pytest.mark.parametrize("task", sorted(build_tiny_assets.TASKS))

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, read_jsonl, run_script
 
-import code_sandbox
-from code_sandbox import Limits, extract_code, run_many, sandbox_mode, split_tests, working_python
+from extras import code_sandbox
+from extras.code_sandbox import Limits, extract_code, run_many, sandbox_mode, split_tests, working_python
 from rewards import code_reward, get_reward_funcs
 
 # One worker runs this whole file (pytest.ini: --dist loadgroup): the hostile runs are timed against their limits,
@@ -122,11 +122,13 @@ def test_asserts_run_one_by_one(fmt):
 
 
 def test_timeout_option_reaches_the_sandbox():
-    """`--reward_options code.timeout=S` is the sandbox's wall-clock limit: code that sleeps 1.5 s passes under the
-    default 10 s and fails under 0.5 s."""
+    """`--code_timeout S` is the sandbox's wall-clock limit: code that sleeps 1.5 s passes under the default 10 s and
+    fails under 0.5 s."""
+    from rewards import RewardArguments
+
     sleepy = "import time\ntime.sleep(1.5)\n" + ADD
     [default] = get_reward_funcs(["code"], max_completion_length=8)
-    [short] = get_reward_funcs(["code"], max_completion_length=8, options=["code.timeout=0.5"])
+    [short] = get_reward_funcs(["code"], max_completion_length=8, args=RewardArguments(code_timeout=0.5))
     assert default([sleepy], tests=[ADD_TESTS]) == [1.0]
     assert short([sleepy], tests=[ADD_TESTS]) == [0.0]
 
@@ -563,7 +565,8 @@ def test_the_memory_of_a_whole_run_is_bounded_by_its_cgroup(mode, monkeypatch):
 @pytest.mark.skipif(code_sandbox.memory_cgroups() is None, reason="no memory cgroups for us on this host")
 def test_the_run_cgroups_are_removed_when_the_trainer_exits():
     parent, _ = code_sandbox.memory_cgroups()
-    run = ("import code_sandbox, os\nrewards = code_sandbox.run_many([('x = 1', ['assert x == 1'])] * 2)\n"
+    run = ("import os\nfrom extras import code_sandbox\n"
+           "rewards = code_sandbox.run_many([('x = 1', ['assert x == 1'])] * 2)\n"
            "print(os.getpid(), len(code_sandbox._CGROUPS), rewards)")
     done = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, cwd=REPO, check=True)
     pid, cgroups, rewards = done.stdout.split(maxsplit=2)
@@ -599,7 +602,7 @@ AS_USER = """
 import ctypes, json, sys
 job = json.loads(sys.stdin.read())
 sys.path[:0] = job["path"]
-import code_sandbox
+from extras import code_sandbox
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall(job["keyctl"], 1, None)  # a session keyring of its own (KEYCTL_JOIN_SESSION_KEYRING), with a secret
 libc.syscall(job["add_key"], b"user", b"sandbox-test-secret", b"hunter2", 7, -3)
@@ -624,7 +627,7 @@ def test_hostile_completions_as_an_ordinary_user(mode, tmp_path):
     user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
     python = next((python for python in (sys.executable, "/usr/bin/python3")
                    if subprocess.run([*user, python, "-c", f"import sys; sys.path[:0] = {[str(REPO)]!r}; "
-                                      "import code_sandbox"], capture_output=True).returncode == 0), None)
+                                      "from extras import code_sandbox"], capture_output=True).returncode == 0), None)
     if python is None:
         pytest.skip("no Python here that an ordinary user can run code_sandbox with")
     job = {"path": [str(REPO), os.path.dirname(pyseccomp.__file__)], "mode": mode,
@@ -664,7 +667,7 @@ def test_asserts_are_graded_as_python_would(tests, expected):
 def test_the_bundled_task_is_graded_in_the_trainer():
     """Every assert of assets/code is a check the trainer makes on plain values: none runs in the sandbox, where the
     code shares the interpreter and could subvert it."""
-    from code_sandbox import split_assert
+    from extras.code_sandbox import split_assert
 
     tests = [t for split in ("train", "test") for row in read_jsonl(REPO / "assets" / "code" / f"{split}.jsonl")
              for t in split_tests(row["tests"])]

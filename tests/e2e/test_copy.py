@@ -1,6 +1,6 @@
-"""A template you can copy: each script, with exactly the files its docstring lists beside it and nothing else of the
-repository, runs its default task from an empty folder, and trains on a model and data of the user's; without the
-bundled files, it says in one sentence what to copy or which flags to give."""
+"""A template you can copy: each script with rewards.py alone trains a model and data of the user's with every TRL
+option; with extras/ too it gains every extra; with the files its docstring lists it runs its default run; and a
+copy missing what a run needs says in one sentence what to copy."""
 
 import ast
 import re
@@ -9,68 +9,86 @@ import shutil
 import pytest
 from conftest import ADDITION, REPO, TINY_MODEL, assert_adapter_trained, assert_trained, run_script
 
-TINY = {
-    "grpo_trl_example.py": ["--max_steps", 2, "--logging_steps", 1, "--eval_num_samples", 2],
-    "ppo_trl_example.py": ["--total_episodes", 32, "--per_device_train_batch_size", 16, "--num_mini_batches", 1,
-                           "--eval_num_samples", 2],
+SCRIPTS = ["grpo_trl_example.py", "ppo_trl_example.py"]
+# A recipe of the user's: the tiny model's settings for a few steps, and no extra
+RECIPE = {
+    "grpo_trl_example.py": "max_steps: 2\nnum_generations: 8\nper_device_train_batch_size: 16\n"
+                           "max_completion_length: 4\nlearning_rate: 3.0e-4\nlogging_steps: 1\nreport_to: none\n",
+    "ppo_trl_example.py": "total_episodes: 32\nper_device_train_batch_size: 16\nnum_mini_batches: 1\nresponse_length: 4\n"
+                          "stop_token: eos\nnum_sample_generations: 0\nreport_to: none\nuse_peft: true\n"
+                          "lora_target_modules: [q_proj, v_proj]\n",
 }
-LORA = ["--use_peft", "--lora_target_modules", "q_proj", "v_proj"]
 
 
-def needed_files(script: str) -> list[str]:
-    """The files the script's docstring says it needs beside it, read from the docstring itself."""
+def default_run_files(script: str) -> list[str]:
+    """The files the script's docstring says its default run reads, beside it."""
     docstring = ast.get_docstring(ast.parse((REPO / script).read_text()))
-    found = re.search(r"the files it needs beside it[^:]*:\n\n((?:    .+\n)+)", docstring)
-    assert found, f"{script}'s docstring does not list the files it needs"
+    found = re.search(r"The default run also reads\n\n    (.+)", docstring)
+    assert found, f"{script}'s docstring does not list the files its default run reads"
     return found.group(1).split()
 
 
-def copy_to(folder, names):
+def copy(folder, names: list[str]):
     for name in names:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, folder / name)
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, folder / name,
+                                                                     **{"ignore": shutil.ignore_patterns("__pycache__")}
+                                                                     if (REPO / name).is_dir() else {})
 
 
-@pytest.mark.parametrize("script", sorted(TINY))
-def test_a_copy_with_the_files_its_docstring_lists_trains(script, tmp_path, monkeypatch):
-    copy = tmp_path / "my-project"
-    copy_to(copy, [script, *needed_files(script)])
-    monkeypatch.setattr("conftest.REPO", copy)  # run_script runs the script of this folder
-    work = tmp_path / "work"
-    work.mkdir()
-    env = {"PYTHONPATH": ""}  # nothing of the repository importable but what was copied
-
-    # its default run, on the files it was copied with
-    run_script(script, "--output_dir", work / "default", *TINY[script], cwd=work, env=env)
-    assert_trained(work / "default")
-    assert (work / "default" / "eval.json").is_file()
-
-    # a model and data of the user's (here the repository's, under other paths); PPO with a LoRA policy
-    mine = work / "mine"
+def users_own(tmp_path, script):
+    """A model, data and recipe of the user's (here the repository's, under other paths)."""
+    mine = tmp_path / "mine"
     shutil.copytree(TINY_MODEL, mine / "model")
     shutil.copytree(ADDITION, mine / "data")
-    lora = LORA if script.startswith("ppo") else []
-    run_script(script, "--model_name_or_path", mine / "model", "--dataset_name", mine / "data", "--output_dir",
-               work / "out", *TINY[script], *lora, cwd=work, env=env)
-    (assert_adapter_trained if lora else lambda out: assert_trained(out, mine / "model"))(work / "out")
-    assert (work / "out" / "summary.json").is_file() and (work / "out" / "reward_curve.png").is_file()
-
-    if script.startswith("grpo"):  # tools.py was not copied, and the copy says so rather than import the repo's
-        refused = run_script(script, "--output_dir", work / "tools", "--tools", "calculator", "--eval_num_samples", 0,
-                             cwd=work, env=env, check=False)
-        assert refused.returncode == 1
-        assert refused.stderr.strip().splitlines()[-1] == (
-            "error: --tools and --environment_factory need tools.py beside this script (the tool registry and its "
-            "checks): copy it from the repository")
+    (mine / "recipe.yaml").write_text(f"model_name_or_path: {mine / 'model'}\ndataset_name: {mine / 'data'}\n"
+                                      + RECIPE[script])
+    return mine
 
 
-@pytest.mark.parametrize("script", sorted(TINY))
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(script, tmp_path, monkeypatch):
+    folder = tmp_path / "my-project"
+    copy(folder, [script, "rewards.py"])
+    monkeypatch.setattr("conftest.REPO", folder)  # run_script runs the script of this folder
+    env = {"PYTHONPATH": ""}  # nothing of the repository importable but what was copied
+    mine = users_own(tmp_path, script)
+    run_script(script, "--config", mine / "recipe.yaml", "--output_dir", tmp_path / "out", cwd=tmp_path, env=env)
+    (assert_adapter_trained if script.startswith("ppo") else lambda out: assert_trained(out, mine / "model"))(
+        tmp_path / "out")
+    assert not (tmp_path / "out" / "summary.json").exists()  # the run's records are an extra
+
+    for flag, value, extra in [("--eval_num_samples", 2, "evaluation"), ("--tools", "calculator", "tools")][
+            :1 if script.startswith("ppo") else 2]:
+        refused = run_script(script, "--config", mine / "recipe.yaml", flag, value, "--output_dir", tmp_path / "no",
+                             cwd=tmp_path, env=env, check=False)
+        assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
+            f"error: {flag} needs extras/{extra}.py beside {script}: copy the extras/ folder from the repository")
+    refused = run_script(script, "--output_dir", tmp_path / "no", cwd=tmp_path, env=env, check=False)
+    assert refused.returncode == 1 and f"a run without --config reads recipes/tiny/{script.split('_')[0]}.yaml" in refused.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_copy_with_the_extras_and_the_files_its_docstring_lists_runs_its_default_run(script, tmp_path, monkeypatch):
+    folder = tmp_path / "my-project"
+    copy(folder, [script, "rewards.py", "extras", *default_run_files(script)])
+    monkeypatch.setattr("conftest.REPO", folder)
+    env = {"PYTHONPATH": ""}
+    out = tmp_path / "out"
+    tiny = (["--max_steps", 2] if script.startswith("grpo") else
+            ["--total_episodes", 32, "--per_device_train_batch_size", 16, "--num_mini_batches", 1])
+    run_script(script, "--output_dir", out, *tiny, "--eval_num_samples", 2, cwd=tmp_path, env=env)
+    assert_trained(out)
+    assert all((out / name).is_file() for name in ("eval.json", "summary.json", "metrics.jsonl", "reward_curve.png"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_a_copy_without_the_bundled_files_names_them(script, tmp_path, monkeypatch):
-    """The Python files alone: the default run stops before anything loads, naming the folders to copy and the flags
-    that replace them, in one sentence (not after a hub lookup of a path that is not a hub id)."""
-    copy = tmp_path / "my-project"
-    copy_to(copy, [script, *(name for name in needed_files(script) if not name.startswith("assets/"))])
-    monkeypatch.setattr("conftest.REPO", copy)
+    """The Python files and the default recipe only: the default run stops before anything loads, naming the folders
+    to copy and the flags that replace them, in one sentence (not after a hub lookup of a path that is no hub id)."""
+    folder = tmp_path / "my-project"
+    copy(folder, [script, "rewards.py", "extras", *(f for f in default_run_files(script) if not f.startswith("assets"))])
+    monkeypatch.setattr("conftest.REPO", folder)
     proc = run_script(script, "--output_dir", tmp_path / "out", cwd=tmp_path, env={"PYTHONPATH": ""}, check=False)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
         f"error: the default run reads assets/tiny-llama-addition and assets/addition, which are not beside {script}: "

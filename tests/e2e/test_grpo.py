@@ -4,12 +4,11 @@ import json
 
 import pytest
 import torch
-import yaml
 from conftest import (ADDITION, REPO, assert_adapter_trained, assert_held_out_summary, assert_no_preventable_warnings,
                       assert_run_summary, assert_summary_means, assert_trained, read_jsonl, run_script, spied,
                       spied_calls, script_parser, write_jsonl)
 
-from rewards import accuracy_reward, reward_names
+from rewards import REWARDS, accuracy_reward
 
 SCRIPT = "grpo_trl_example.py"
 TINY = ["--max_steps", 4, "--logging_steps", 1, "--eval_strategy", "no"]  # ~10 s per run on 2 cores
@@ -77,9 +76,8 @@ def test_conversational_prompts_with_system_prompt(tmp_path, chat_model, additio
     # default keeps the activations instead
     checkpointed = set(spied_calls(spy, "activation_checkpointing_enable"))
     assert checkpointed == ({"LlamaForCausalLM"} if torch.cuda.is_available() else set())
-    # another model with the tiny model's learning rate and completion length: the user is told
-    assert "settings tuned for the bundled tiny model: " in proc.stdout
-    assert "--learning_rate 0.0003" in proc.stdout and "--max_completion_length 4" in proc.stdout
+    # another model, without a recipe: the default run's settings are the tiny model's, and the user is told
+    assert "NOTE: no --config" in proc.stdout
     rows = read_jsonl(out / "completions.jsonl")
     assert rows and all(isinstance(r["completion"], str) for r in rows)
     # prompts are logged as the model saw them: system prompt first, chat template applied
@@ -113,18 +111,20 @@ def test_yaml_config_and_cli_override(tmp_path):
     out = tmp_path / "out"
     config = tmp_path / "recipe.yaml"
     # `length` with a budget of 4 tokens scores completions of 2 tokens 1.0, others less: a second, different reward;
-    # `overlong` with its buffer the whole budget (a YAML reward option) penalises every completion, by its length
+    # `overlong` with its buffer the whole budget (a reward's setting in the recipe) penalises every completion
     config.write_text(f"output_dir: {out}\nmax_steps: 6\nlearning_rate: 1.0e-4\nlogging_steps: 1\n"
-                      "eval_strategy: 'no'\nreward_funcs: [accuracy, length, overlong]\n"
-                      "reward_weights: [1.0, 0.5, 0.25]\nreward_options: ['overlong.buffer=1.0']\n"
-                      "gradient_checkpointing: false\n")
+                      f"model_name_or_path: {REPO / 'assets' / 'tiny-llama-addition'}\n"
+                      f"dataset_name: {REPO / 'assets' / 'addition'}\nmax_completion_length: 4\n"
+                      "num_generations: 8\nper_device_train_batch_size: 16\nreport_to: none\n"
+                      "reward_funcs: [accuracy, length, overlong]\nreward_weights: [1.0, 0.5, 0.25]\n"
+                      "overlong_buffer: 1.0\nactivation_checkpointing: false\n")
     launcher, env, spy = spied(tmp_path)
     run_script(SCRIPT, "--config", config, "--max_steps", 3, cwd=tmp_path, launcher=launcher, env=env)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 3  # the flag beat the YAML
     assert summary["training_args"]["learning_rate"] == 1e-4  # the YAML beat the default
     assert summary["script_args"]["reward_funcs"] == ["accuracy", "length", "overlong"]
-    assert spied_calls(spy, "activation_checkpointing_enable") == []  # off, under its deprecated name
+    assert spied_calls(spy, "activation_checkpointing_enable") == []  # off
 
     # the weights are applied: the reward is 1.0 x accuracy + 0.5 x length + 0.25 x overlong, per completion and so
     # per step
@@ -191,7 +191,7 @@ def test_user_reward_by_dotted_path(tmp_path):
 
 def test_unknown_reward_is_a_clear_error(tmp_path, fails_early):
     assert fails_early(tmp_path, "--reward_funcs", "acuracy") == (
-        f"error: unknown reward 'acuracy'; choose one of: {', '.join(reward_names())}, "
+        f"error: unknown reward 'acuracy'; choose one of: {', '.join(REWARDS)}, "
         "or give a dotted path like my_rewards.my_fn")
 
 
@@ -225,14 +225,14 @@ def test_default_run_learns(tmp_path):
 
 @pytest.mark.parametrize("recipe", sorted((REPO / "recipes").glob("*/grpo/*.yaml")), ids=lambda p: p.parent.parent.name)
 def test_recipes_parse(recipe):
-    """Every GRPO recipe's keys are real options (TrlParser rejects unknown keys), and it overrides the tiny
-    settings."""
+    """Every GRPO recipe's keys are real options with values they take, none refused (extras/cli.py), and it names
+    its own model and data."""
     import grpo_trl_example as script
+    from extras import cli
 
-    parser, defaults, tuned = script_parser(script)
-    _, _, model_args = parser.parse_args_and_config(["--config", str(recipe)])
-    assert model_args.model_name_or_path != defaults["model_name_or_path"]
-    assert tuned and set(tuned) <= set(yaml.safe_load(recipe.read_text()))
+    script_args, _, model_args = cli.parse(script_parser(script, default_run=False), script.REFUSED,
+                                           ["--config", str(recipe)])
+    assert model_args.model_name_or_path and script_args.dataset_name
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
@@ -292,31 +292,27 @@ def test_sampling_epochs_and_a_named_test_split(tmp_path, addition_rows):
     assert report["temperature"] == 0.05
 
 
-def test_reference_modes_move_the_reference(tmp_path):
-    """The logged KL to the reference shows which reference each mode keeps.
+def test_a_moving_reference_moves(tmp_path):
+    """TRL's --sync_ref_model: the logged KL to the reference shows which reference each setting keeps.
 
     The reference moves at the end of step 2 (--ref_model_sync_steps 2). Until then the three runs are the same run
     (same seed, one thread), and step 3 starts from the same policy and samples the same completions, so only the
-    reference differs when step 3's KL is measured: `periodic` copied the policy (KL about 0), `static` kept the
-    start (the largest KL), `ema` moved part of the way (ref <- 0.6 * policy + 0.4 * ref) and lies between.
+    reference differs when step 3's KL is measured: a full sync (--ref_model_mixup_alpha 1) copied the policy (KL about
+    0), a static reference kept the start (the largest KL), TRL's default mix (ref <- 0.6 * policy + 0.4 * ref) moved
+    part of the way and lies between.
     """
     kl = {}
-    for mode in ("static", "ema", "periodic"):
+    for mode, flags in [("static", []), ("mix", ["--sync_ref_model", "true"]),
+                        ("sync", ["--sync_ref_model", "true", "--ref_model_mixup_alpha", 1.0])]:
         out = tmp_path / mode
-        run_script(SCRIPT, "--reference_mode", mode, "--ref_model_sync_steps", 2, "--output_dir", out,
-                   "--max_steps", 3, "--logging_steps", 1, "--eval_strategy", "no", "--save_strategy", "no",
-                   "--use_cpu", "true", cwd=tmp_path)  # on CPU, where one seed gives one run, bit for bit
+        run_script(SCRIPT, *flags, "--ref_model_sync_steps", 2, "--output_dir", out, "--max_steps", 3,
+                   "--logging_steps", 1, "--eval_num_samples", 0, "--save_strategy", "no", "--use_cpu", "true",
+                   cwd=tmp_path)  # on CPU, where one seed gives one run, bit for bit
         kl[mode] = [m["kl"] for m in read_jsonl(out / "metrics.jsonl")]
-    assert kl["static"][:2] == kl["ema"][:2] == kl["periodic"][:2]  # the same run until the first sync
+    assert kl["static"][:2] == kl["mix"][:2] == kl["sync"][:2]  # the same run until the first sync
     assert kl["static"][0] == pytest.approx(0, abs=1e-7) and kl["static"][1] > 1e-5  # step 1: policy == reference
-    assert kl["periodic"][2] < 1e-3 * kl["static"][2]
-    assert 0.1 * kl["static"][2] < kl["ema"][2] < 0.9 * kl["static"][2]
-
-
-def test_reference_mode_needs_a_separate_reference(tmp_path, fails_early):
-    # with LoRA the reference is the base model with the adapter off: there is no separate reference to move
-    error = fails_early(tmp_path, "--reference_mode", "ema", "--use_peft")
-    assert "--reference_mode ema updates a separate reference model" in error
+    assert kl["sync"][2] < 1e-3 * kl["static"][2]
+    assert 0.1 * kl["static"][2] < kl["mix"][2] < 0.9 * kl["static"][2]
 
 
 def test_the_last_step_is_logged_whatever_logging_steps_says(tmp_path):
@@ -340,7 +336,7 @@ def test_run_recorder_logs_the_last_step(tmp_path, max_steps, logging_steps, log
     from transformers import TrainerControl, TrainerState, TrainingArguments
     from transformers.trainer_callback import DefaultFlowCallback
 
-    from outputs import RunRecorder
+    from extras.outputs import RunRecorder
 
     args = TrainingArguments(output_dir=str(tmp_path), logging_steps=logging_steps, use_cpu=True, report_to=[])
     state, callbacks = TrainerState(max_steps=max_steps, logging_steps=logging_steps), [DefaultFlowCallback(),

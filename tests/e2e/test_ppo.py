@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 import torch
+import yaml
 from conftest import (ADDITION, MULTIPROCESS, RANK_PROBE, REPO, SHUTDOWN_PROBE, TINY_MODEL, accelerate_ddp,
                       assert_adapter_trained, assert_held_out_summary, assert_no_preventable_warnings,
                       assert_run_summary, assert_summary_means, assert_trained, ddp_flags, read_jsonl, run_script,
@@ -166,34 +167,41 @@ def test_reward_adapter_rejects_one_prompt_with_two_answers():
 
 
 def parse(*flags):
-    """The script's own parsing of `flags`, in-process."""
+    """The script's own parsing of `flags`, in-process, as its __main__ parses them."""
     import ppo_trl_example as ppo
+    from extras import cli
 
-    parser, _, _ = script_parser(ppo)
-    return parser.parse_args_and_config(args=[str(flag) for flag in flags])
+    flags = [str(flag) for flag in flags]
+    return cli.parse(script_parser(ppo, default_run="--config" not in flags), ppo.REFUSED, flags)
 
 
-def test_recipe_sets_every_setting_tuned_for_the_tiny_model():
+def test_a_recipe_replaces_the_default_runs_settings(tmp_path):
+    """A named recipe's run takes nothing from the default run's: what the recipe leaves unset is TRL's default (the
+    tiny model's 4-token responses and learning rate cannot leak into a real model's run)."""
+    from dataclasses import fields
+
     import ppo_trl_example as ppo
 
     recipe = REPO / "recipes" / "Qwen2.5-0.5B-Instruct" / "ppo" / "config_gsm8k.yaml"
     script_args, training_args, model_args = parse("--config", recipe)
     assert model_args.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and script_args.dataset_name == "openai/gsm8k"
     assert script_args.reward_funcs == ["accuracy", "format"] and training_args.reward_model_path is None
-    _, _, tuned = script_parser(ppo)
-    assert tuned
-    for key, tiny_value in tuned.items():
-        assert getattr(training_args, key) != tiny_value, key
+    (tmp_path / "mine.yaml").write_text("model_name_or_path: my-org/my-model\ndataset_name: my-org/my-data\n")
+    (tmp_path / "nothing.yaml").write_text("seed: 42\n")  # TRL's defaults
+    mine, trls = ({f.name: getattr(args, f.name) for args in parse("--config", tmp_path / recipe) for f in fields(args)}
+                  for recipe in ("mine.yaml", "nothing.yaml"))
+    left = set(yaml.safe_load(ppo.DEFAULT_RECIPE.read_text())) - {"model_name_or_path", "dataset_name"}
+    assert left and {key: mine[key] for key in left} == {key: trls[key] for key in left}
 
 
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--max_steps", 5], "PPOTrainer ignores --max_steps: set --total_episodes"),
+        (["--max_steps", 5], "--max_steps is not supported here: PPOTrainer ignores it: set --total_episodes"),
         (["--num_mini_batches", 3], "(64) must split into --num_mini_batches (3) equal minibatches"),
         (["--reward_weights", 1.0, 0.5], "2 --reward_weights for 1 --reward_funcs"),
         (["--reward_funcs", "acuracy"], "unknown reward 'acuracy'; choose one of: accuracy"),
-        (["--value_model_path", "./no-such-model"], "--value_model_path ./no-such-model: no such directory"),
+        (["--value_model_path", "./no-such-model"], "--value_model_path ./no-such-model: no such"),
     ],
 )
 def test_bad_settings_stop_before_any_model_loads(flags, message, monkeypatch):
@@ -205,9 +213,8 @@ def test_bad_settings_stop_before_any_model_loads(flags, message, monkeypatch):
         raise AssertionError("a model was loaded before the error")
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_loading)
-    _, defaults, tuned = script_parser(ppo)
-    with pytest.raises(SystemExit, match=re.escape(message)):  # validate() refuses; main() never starts
-        ppo.validate(*parse(*flags), defaults, tuned)
+    with pytest.raises(SystemExit, match=re.escape(message)):  # before any model loads
+        ppo.main(*parse(*flags))
 
 
 def test_data_and_reward_model_mismatches_stop_before_any_model_loads(tmp_path, monkeypatch, addition_rows):
@@ -471,6 +478,8 @@ def test_yaml_config_with_value_model_and_ppo_settings(tmp_path):
     out = tmp_path / "out"
     config = tmp_path / "ppo.yaml"
     config.write_text(f"output_dir: {out}\ntotal_episodes: 64\nper_device_train_batch_size: 16\nnum_mini_batches: 1\n"
+                      f"model_name_or_path: {TINY_MODEL}\ndataset_name: {ADDITION}\nreport_to: none\n"
+                      "num_sample_generations: 0\nstop_token: eos\n"
                       f"value_model_path: {value_dir}\nnum_ppo_epochs: 1\nresponse_length: 2\n"
                       "missing_eos_penalty: 1.0\nkl_coef: 0.5\nactivation_checkpointing: true\n"
                       "eval_num_samples: 0\n")  # the evaluation's generation would switch checkpointing too

@@ -6,12 +6,13 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import REPO, THREADS, read_jsonl, run_script
 
-from outputs import read_jsonl_lenient
+from extras.outputs import read_jsonl_lenient
 
 
 @pytest.mark.newest_trl
@@ -54,14 +55,19 @@ def test_grpo_kill_and_resume(tmp_path):
     assert AutoModelForCausalLM.from_pretrained(out).num_parameters() > 0
 
 
-def test_resume_last_skips_a_checkpoint_cut_short(tmp_path):
-    from options import resolve_checkpoint
+def resolve_checkpoint(wanted, output_dir):
+    """extras.cli.checkpoint for `--resume_from_checkpoint wanted --output_dir output_dir`."""
+    from extras.cli import checkpoint
 
+    return checkpoint(SimpleNamespace(resume_from_checkpoint=wanted and str(wanted), output_dir=str(output_dir)))
+
+
+def test_resume_last_skips_a_checkpoint_cut_short(tmp_path):
     for step, state in [(10, "{}"), (20, '{"global_st'), (30, None)]:  # complete, torn write, killed before the state
         (tmp_path / f"checkpoint-{step}").mkdir()
         if state is not None:
             (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(state)
-    assert resolve_checkpoint("last", str(tmp_path)) == str(tmp_path / "checkpoint-10")
+    assert resolve_checkpoint("last", tmp_path) == str(tmp_path / "checkpoint-10")
     assert resolve_checkpoint(str(tmp_path / "checkpoint-30"), str(tmp_path)) == str(tmp_path / "checkpoint-30")
     assert resolve_checkpoint(None, str(tmp_path)) is None
     with pytest.raises(SystemExit, match="checkpoint-40: no such directory"):
@@ -70,12 +76,11 @@ def test_resume_last_skips_a_checkpoint_cut_short(tmp_path):
 
 def test_resume_last_ignores_directories_that_are_not_step_checkpoints(tmp_path):
     """`checkpoint-best` (e.g. copied there by a user or a callback) is not a checkpoint of a step: skip it."""
-    from options import resolve_checkpoint
 
     for name in ("checkpoint-5", "checkpoint-best", "checkpoint-40"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "trainer_state.json").write_text("{}")
-    assert resolve_checkpoint("last", str(tmp_path)) == str(tmp_path / "checkpoint-40")
+    assert resolve_checkpoint("last", tmp_path) == str(tmp_path / "checkpoint-40")
     with pytest.raises(SystemExit, match="no complete checkpoint in"):
         resolve_checkpoint("last", str(tmp_path / "empty"))
 

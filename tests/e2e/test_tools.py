@@ -11,9 +11,9 @@ import pytest
 from conftest import (ADDITION, MULTIPROCESS, REPO, TINY_MODEL, accelerate_ddp, assert_summary_means, ddp_flags,
                       read_jsonl, run_script)
 
-import code_sandbox
-import tools
-from tools import Notebook, calculator, get_environment_factory, get_tools
+from extras import code_sandbox
+from extras import tools
+from extras.tools import Notebook, calculator, get_environment_factory, get_tools
 
 FAST = code_sandbox.Limits(timeout=3, cpu=2, memory=256 << 20, processes=8, open_files=32)
 TOOL_MODEL = REPO / "assets" / "tiny-llama-tools"
@@ -123,7 +123,7 @@ def test_registry_resolves_names_and_dotted_paths(tmp_path, monkeypatch):
         (["my_tools.untyped"], "tool 'my_tools.untyped' cannot be shown to the model: .*type hint"),
         (["my_tools.undocumented"], "tool 'my_tools.undocumented' cannot be shown to the model: .*docstring"),
         (["my_tools.NUMBER"], "tool 'my_tools.NUMBER' is a int, not a function"),
-        (["tools.Notebook"], "is a type, not a function"),
+        (["extras.tools.Notebook"], "is a type, not a function"),
         (["calculator", "calculator"], "two tools with one name"),
     ]:
         with pytest.raises(ValueError, match=message):
@@ -139,7 +139,7 @@ def test_environment_factory_checks_the_class(tmp_path, monkeypatch):
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert get_environment_factory("notebook") is Notebook
-    for name, message in [("my_envs.NoReset", "no reset"), ("tools.calculator", "could not be made"),
+    for name, message in [("my_envs.NoReset", "no reset"), ("extras.tools.calculator", "could not be made"),
                           ("my_envs.NoTools", "no public methods"),
                           ("my_envs.Untyped", "'my_envs.Untyped.act' cannot be shown"),
                           ("notepad", "unknown environment 'notepad'; choose one of: notebook")]:
@@ -190,7 +190,7 @@ def test_a_conversation_is_logged_as_the_text_the_model_saw():
     whole exchange, or a plain answer's content."""
     from transformers import AutoTokenizer
 
-    from grpo_trl_example import logged_text
+    from extras.outputs import logged_text
 
     tokenizer = AutoTokenizer.from_pretrained(TOOL_MODEL)
     prompt = [{"role": "user", "content": "2+3="}]
@@ -233,7 +233,7 @@ def unparsable_tool_model(tmp_path_factory):
      "error: --tools: trl cannot parse tool calls out of .*completions"),
     ("grpo_trl_example.py", ["--tools", "abacus"], "error: unknown tool 'abacus'; choose one of: calculator, python"),
     ("grpo_trl_example.py", ["--tools", "os.path.join"], "error: tool 'os.path.join' cannot be shown to the model"),
-    ("grpo_trl_example.py", ["--environment_factory", "tools.calculator"], "error: environment 'tools.calculator' "
+    ("grpo_trl_example.py", ["--environment_factory", "extras.tools.calculator"], "error: environment 'extras.tools.calculator' "
                                                                            "could not be made with no arguments"),
     ("grpo_trl_example.py", ["--tools", "calculator", "--dataset_name", ADDITION],
      "error: --tools needs conversational prompts"),
@@ -301,7 +301,7 @@ def test_a_tool_of_your_own_by_dotted_path(tmp_path):
     """--tools my_tools.calculator: the user's function, from their own module, is the one the model calls."""
     (tmp_path / "my_tools.py").write_text(
         "import json, os\n"
-        "import tools\n\n"
+        "from extras import tools\n\n"
         "def calculator(expression: str) -> str:\n"
         '    """Evaluate an arithmetic expression.\n\n    Args:\n'
         '        expression: Numbers, + - * / // % ** and parentheses, e.g. \\"12*(3+4)\\".\n    """\n'

@@ -1,15 +1,30 @@
-"""Loading prompts (data.load_prompt_dataset, shared by both scripts): every input the README lists for
---dataset_name and --dataset_config, in-process. The scripts' own use of it runs end to end in test_grpo.py."""
+"""Loading prompts (each script's load_prompts): every input the README lists for --dataset_name and --dataset_config,
+in-process, and the mistakes that stop a run in one line (extras/cli.py checks the files before anything loads)."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
-from conftest import write_jsonl
+from conftest import ADDITION, write_jsonl
 
-from data import load_prompt_dataset
+import grpo_trl_example
+import ppo_trl_example
+from extras import cli
 from rewards import accuracy_reward
 
 ROWS = [{"prompt": f"{a}+{a}=", "answer": str(2 * a)} for a in range(6)]
+
+
+@pytest.fixture(params=[grpo_trl_example, ppo_trl_example], ids=["grpo", "ppo"])
+def load(request):
+    """The script's load_prompts with its defaults, keyword arguments overriding them."""
+    def load(dataset_name, **kwargs):
+        args = {"dataset_name": str(dataset_name), "dataset_config": None, "dataset_train_split": "train",
+                "dataset_test_split": "test", "dataset_prompt_column": "prompt", "dataset_answer_column": None,
+                "system_prompt": None, **kwargs}
+        return request.param.load_prompts(SimpleNamespace(**args))
+
+    return load
 
 
 def write_file(path, rows=ROWS):
@@ -23,37 +38,24 @@ def write_file(path, rows=ROWS):
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet"])
-def test_a_single_file_is_the_train_split(tmp_path, suffix):
-    dataset = load_prompt_dataset(str(write_file(tmp_path / f"prompts{suffix}")))
-    assert list(dataset) == ["train"]
+def test_a_single_file_is_the_train_split(tmp_path, suffix, load):
+    train, test = load(write_file(tmp_path / f"prompts{suffix}"))
+    assert test is None
     # every row, both columns (a CSV's numeric column comes back as numbers, which `accuracy` reads as well)
-    assert [{**row, "answer": str(row["answer"])} for row in dataset["train"]] == ROWS
-    rows = dataset["train"]
-    assert accuracy_reward([f"so {r['answer']}" for r in ROWS], answer=rows["answer"]) == [1.0] * len(ROWS)
+    assert [{**row, "answer": str(row["answer"])} for row in train] == ROWS
+    assert accuracy_reward([f"so {r['answer']}" for r in ROWS], answer=train["answer"]) == [1.0] * len(ROWS)
 
 
-def test_another_file_type_is_refused(tmp_path):
-    (tmp_path / "prompts.txt").write_text("1+1=\n")
-    with pytest.raises(SystemExit, match=r"error: cannot read '.*prompts.txt': use a \.jsonl, \.json, \.csv, "
-                                         r"\.parquet file, or a folder"):
-        load_prompt_dataset(str(tmp_path / "prompts.txt"))
-
-
-def test_a_folder_gives_one_split_per_file(tmp_path):
+def test_a_folder_gives_its_splits_and_a_split_may_be_sliced(tmp_path, load):
     write_file(tmp_path / "train.jsonl")
     write_file(tmp_path / "validation.jsonl", ROWS[:2])
-    dataset = load_prompt_dataset(str(tmp_path))
-    assert sorted(dataset) == ["train", "validation"] and len(dataset["validation"]) == 2
+    train, test = load(tmp_path, dataset_test_split="validation")
+    assert len(train) == 6 and len(test) == 2
+    train, test = load(ADDITION, dataset_train_split="train[:10%]", dataset_test_split="test[:5]")
+    assert len(train) == 8 and len(test) == 5  # the --dataset_streaming refusal's advice
 
 
-def test_an_empty_split_file_in_a_folder_is_named(tmp_path):
-    write_file(tmp_path / "train.jsonl")
-    (tmp_path / "test.jsonl").write_text("")
-    with pytest.raises(SystemExit, match=r"error: .*test.jsonl is empty"):
-        load_prompt_dataset(str(tmp_path))
-
-
-def test_dataset_config_picks_the_config(tmp_path):
+def test_dataset_config_picks_the_config(tmp_path, load):
     """A dataset with two configs, laid out as on the hub (a README listing each config's files)."""
     configs = {"main": ROWS[:3], "socratic": [{**row, "prompt": "Why? " + row["prompt"]} for row in ROWS[3:]]}
     readme = "---\nconfigs:\n"
@@ -63,31 +65,39 @@ def test_dataset_config_picks_the_config(tmp_path):
         readme += f"- config_name: {name}\n  data_files:\n  - split: train\n    path: {name}/train.jsonl\n"
     (tmp_path / "README.md").write_text(readme + "---\n")
     for name, rows in configs.items():
-        assert [dict(row) for row in load_prompt_dataset(str(tmp_path), dataset_config=name)["train"]] == rows
+        assert [dict(row) for row in load(tmp_path, dataset_config=name)[0]] == rows
 
 
-def test_columns_are_mapped_and_the_system_prompt_added(tmp_path):
+def test_columns_are_mapped_and_the_system_prompt_added(tmp_path, load):
     path = write_file(tmp_path / "qa.jsonl", [{"question": r["prompt"], "gold": r["answer"]} for r in ROWS])
-    dataset = load_prompt_dataset(str(path), prompt_column="question", answer_column="gold", system_prompt="Add.")
+    train, _ = load(path, dataset_prompt_column="question", dataset_answer_column="gold", system_prompt="Add.")
     system, user = {"role": "system", "content": "Add."}, {"role": "user", "content": "0+0="}
-    assert dataset["train"][0] == {"prompt": [system, user], "answer": "0"}
+    assert train[0] == {"prompt": [system, user], "answer": "0"}
 
 
-@pytest.mark.parametrize("script", ["grpo_trl_example", "ppo_trl_example"])
-def test_the_streaming_refusals_advice_works(script):
-    """--dataset_streaming is refused with advice to take a slice with --dataset_train_split: that slice loads (a
-    split name with `datasets`' slicing: `train[:10%]`), and a slice of the held-out split too."""
-    import importlib
-    import re
-    from types import SimpleNamespace
+@pytest.mark.parametrize("kwargs, named", [
+    ({"dataset_train_split": "training"}, ["--dataset_name", "training", "'train', 'test'"]),  # the splits there are
+    ({"dataset_prompt_column": "question"}, ["--dataset_prompt_column question", "prompt, answer"]),  # the columns
+    ({"dataset_answer_column": "gold"}, ["--dataset_answer_column gold", "prompt, answer"]),
+])
+def test_a_split_or_column_that_is_not_there_is_one_line(load, kwargs, named):
+    """The flag and the value that are wrong, and what there is instead."""
+    with pytest.raises(SystemExit) as stop:
+        load(ADDITION, **kwargs)
+    assert str(stop.value).startswith("error: ") and all(n in str(stop.value) for n in named), stop.value
 
-    from conftest import ADDITION
-    from data import load_splits
 
-    advice = importlib.import_module(script).UNSUPPORTED_OPTIONS["dataset_streaming"]
-    split = re.search(r"--dataset_train_split '([^']+)'", advice).group(1)
-    args = SimpleNamespace(dataset_name=str(ADDITION), dataset_config=None, dataset_prompt_column="prompt",
-                           system_prompt=None, dataset_train_split=split, dataset_answer_column=None,
-                           dataset_test_split="test[:5]", eval_num_samples=0)
-    train, held_out, _ = load_splits(args, seed=0, reward_funcs=[accuracy_reward])
-    assert len(train) == 8 and len(held_out) == 5  # 10% of the 80 training prompts; 5 of the 20 held out
+@pytest.mark.parametrize("name, write, named", [
+    ("prompts.txt", "1+1=\n", "use a .jsonl, .json, .csv, .parquet file, or a folder"),
+    ("empty.jsonl", "", "empty.jsonl is empty"),
+    ("./no-such-data", None, "--dataset_name ./no-such-data: no such file or directory"),
+])
+def test_a_file_that_cannot_be_read_is_one_line_before_anything_loads(tmp_path, monkeypatch, name, write, named):
+    monkeypatch.chdir(tmp_path)
+    if write is not None:
+        (tmp_path / name).write_text(write)
+    script_args = SimpleNamespace(dataset_name=name, eval_only=False, eval_num_samples=0, eval_max_prompts=1)
+    training_args = SimpleNamespace(use_cpu=True, report_to=[], trust_remote_code=False)
+    model_args = SimpleNamespace(model_name_or_path=str(tmp_path), load_in_4bit=False, load_in_8bit=False)
+    with pytest.raises(SystemExit, match=named):
+        cli.check(script_args, training_args, model_args)

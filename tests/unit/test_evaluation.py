@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from evaluation import metrics_of, pass_at_k, up_to_first
+from extras.evaluation import metrics_of, pass_at_k, up_to_first
 from rewards import get_reward_funcs
 
 
@@ -50,7 +50,7 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
     from accelerate import PartialState
     from datasets import Dataset
 
-    import evaluation
+    from extras import evaluation
 
     # prompt ids -> (4 sampled completions, the greedy one); gold answers 2, 4, 6
     completions = {
@@ -101,7 +101,7 @@ def test_generation_batches_follow_per_device_eval_batch_size(batch_size, num_sa
     prompt's K samples together): a large model with long completions can evaluate in small batches."""
     from transformers import GenerationConfig
 
-    import evaluation
+    from extras import evaluation
 
     seen = []
 
@@ -134,12 +134,11 @@ def test_grpo_keeps_a_completion_up_to_its_first_stop_token():
 
 
 def test_ppo_ends_a_completion_where_ppo_trainer_does():
-    """PPO's rule (the script's `training_sampling`) also cuts at its first pad, which GRPO keeps."""
-    from ppo_trl_example import training_sampling
+    """PPO's rule (`ppo_sampling`) also cuts at its first pad, which GRPO keeps."""
+    from extras.evaluation import ppo_sampling
 
     args = SimpleNamespace(response_length=8, temperature=0.7)
-    ppo = lambda stop: training_sampling(SimpleNamespace(  # noqa: E731
-        args=args, processing_class=SimpleNamespace(pad_token_id=0), stop_token_id=stop))
+    ppo = lambda stop: ppo_sampling(args, SimpleNamespace(pad_token_id=0), stop)  # noqa: E731
     assert ppo(2).end([5, 6, 2, 7, 2]) == [5, 6, 2]  # PPOTrainer's truncate_response
     assert ppo(2).end([5, 0, 6, 2]) == [5]  # get_reward's sequence ends before the first pad
     assert ppo(None).end([5, 6, 2, 7]) == [5, 6, 2, 7]  # no stop token: runs to the length limit

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import outputs
+from extras import outputs
 
 
 @pytest.mark.parametrize("load, threads, noted", [(1.6, 2, True), (0.4, 2, False), (1.6, 1, False)])

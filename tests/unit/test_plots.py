@@ -6,7 +6,7 @@ The figures are caught at `savefig` and read back: axes titles, line labels and 
 import matplotlib.figure
 import pytest
 
-from outputs import plot_rewards, plot_training
+from extras.outputs import plot
 
 # Logs as the scripts record them in metrics.jsonl. GRPO: `kl`, `completions/mean_length`; PPO: `objective/kl`.
 # A reward that scored nothing at a step is logged as None there; eval logs carry only `eval_*` keys.
@@ -47,9 +47,9 @@ def drawn(ax) -> dict:
      {"accuracy": ["rewards/accuracy/mean"], "KL to the reference": ["objective/kl"]}),
 ], ids=["grpo", "ppo"])
 def test_training_curves_draw_each_logged_series(tmp_path, figures, history, reward_keys, panels):
-    train_logs = [h for h in history if "reward" in h]  # write_summary passes the training logs
-    plot_training(train_logs, reward_keys, tmp_path / "training_curves.png", "GRPO")
-    [fig] = figures
+    train_logs = [h for h in history if "reward" in h]
+    plot(train_logs, reward_keys, tmp_path, "GRPO", None)
+    fig = figures[1]  # training_curves.png
     axes = [ax for ax in fig.axes if ax.get_lines()]
     assert [ax.get_title() for ax in axes] == list(panels)
     for ax, keys in zip(axes, panels.values()):
@@ -59,11 +59,11 @@ def test_training_curves_draw_each_logged_series(tmp_path, figures, history, rew
 def test_reward_curve_draws_the_total_each_reward_and_the_eval_reward(tmp_path, figures):
     """The training reward as logged and as a moving average; each reward function's average where there are
     several; TRL's eval reward; whole steps on the axis."""
-    from outputs import smoothed
+    from extras.outputs import smoothed
 
     keys = ["rewards/accuracy/mean", "rewards/format/mean"]
-    plot_rewards(GRPO_LOGS, keys, tmp_path / "reward_curve.png", "GRPO")
-    [fig] = figures
+    plot(GRPO_LOGS, keys, tmp_path, "GRPO", None)
+    fig = figures[0]  # reward_curve.png
     [ax] = fig.axes
 
     def average(key):
@@ -83,8 +83,8 @@ def test_one_reward_is_drawn_once_and_the_held_out_evaluation_beside_it(tmp_path
     evaluation, a second panel holds its headline metrics, before and after."""
     evaluation = {"before": {"accuracy": {"mean_reward": 0.4, "greedy_accuracy": 0.5, "pass@1": 0.4}},
                   "after": {"accuracy": {"mean_reward": 0.6, "greedy_accuracy": 0.75, "pass@1": 0.6}}}
-    plot_rewards(PPO_LOGS, ["rewards/accuracy/mean"], tmp_path / "reward_curve.png", "PPO", evaluation)
-    [fig] = figures
+    plot(PPO_LOGS, ["rewards/accuracy/mean"], tmp_path, "PPO", evaluation)
+    fig = figures[0]
     curve, held_out = fig.axes
     assert list(drawn(curve)) == ["reward, each logged step", "reward, moving average"]
     assert [t.get_text() for t in held_out.get_xticklabels()] == ["accuracy\npass@1", "accuracy\ngreedy_accuracy"]
@@ -93,6 +93,6 @@ def test_one_reward_is_drawn_once_and_the_held_out_evaluation_beside_it(tmp_path
     assert (before.get_label(), after.get_label()) == ("before", "after")
 
 
-def test_nothing_logged_draws_nothing(tmp_path, figures):
-    plot_training([], ["rewards/accuracy/mean"], tmp_path / "training_curves.png", "GRPO")
-    assert figures == [] and not (tmp_path / "training_curves.png").exists()
+def test_nothing_logged_draws_no_training_curves(tmp_path, figures):
+    plot([], ["rewards/accuracy/mean"], tmp_path, "GRPO", None)  # stopped before its first log
+    assert len(figures) == 1 and not (tmp_path / "training_curves.png").exists()

@@ -1,5 +1,4 @@
 import pickle
-import re
 import threading
 
 import pytest
@@ -7,16 +6,35 @@ import pytest
 from rewards import (
     REWARDS,
     CheckedReward,
+    RewardArguments,
     RewardError,
     accuracy_reward,
     completion_text,
     extract_answer,
     format_reward,
     get_reward_funcs,
-    reward_names,
-    reward_table,
     tag_count_reward,
 )
+
+# Each named reward's hacking probe: a completion that games it, the columns it is scored with, and the reward it
+# must stay below
+PROBES = {
+    "accuracy": ("<think>easy</think><answer></answer> the answer is 7", {"answer": ["7"]}, 1.0),  # empty answer tag
+    "reasoning_accuracy": ("<think>it is 7</think> I am not sure.", {"answer": ["7"]}, 1.0),  # only while thinking
+    "format": ("<think></think><answer> </answer>", {}, 1.0),  # the tags, with nothing in the answer
+    "soft_format": ("<think></think><answer> </answer>", {}, 1.0),
+    "tag_count": ("<think><think></think></think><answer>1</answer><answer>2</answer>", {}, 0.5),  # tag spam
+    "length": ("", {"completion_ids": [[]]}, 0.1),  # says nothing at all
+    "overlong": ("x", {"completion_ids": [[7] * 64]}, 0.0),  # runs to the length limit
+    "repetition": ("7 7 7 7", {"completion_ids": [[7, 8, 9] * 20]}, 0.0),  # a loop of the same tokens
+    # wrong, and padded to the probe's whole budget (64 tokens) to soften its penalty: still below 0
+    "cosine": ("<answer>8</answer>" + " ok" * 60, {"answer": ["7"], "completion_ids": [[1] * 64]}, 0.0),
+    "code": ("import sys\nsys.exit(0)", {"tests": ["assert add(1, 2) == 3"]}, 1.0),  # exits before the asserts
+}
+
+
+def reward_names():
+    return list(REWARDS)
 
 
 def as_plain(texts):
@@ -177,7 +195,7 @@ def test_repetition(fmt):
 
 def test_registry_names_and_pickling():
     funcs = get_reward_funcs(reward_names(), max_completion_length=16)
-    assert [f.__name__ for f in funcs] == reward_names() == sorted(REWARDS)
+    assert [f.__name__ for f in funcs] == reward_names()
     completions, ids = ["<think>a</think><answer>4</answer>"], [[1, 2, 3]]
     for func in funcs:
         restored = pickle.loads(pickle.dumps(func))  # the trainers may send rewards to other processes
@@ -190,42 +208,22 @@ def test_registry_names_and_pickling():
     assert scored["code"] is None  # no `tests` column
 
 
-def test_reward_options_reach_the_reward():
-    [overlong, repetition] = get_reward_funcs(["overlong", "repetition"], max_completion_length=8,
-                                              options=["overlong.buffer=0.5", "repetition.ngram_size=2"])
+def test_reward_settings_reach_the_reward():
+    settings = RewardArguments(overlong_buffer=0.5, repetition_ngram_size=2)
+    [overlong, repetition] = get_reward_funcs(["overlong", "repetition"], max_completion_length=8, args=settings)
     assert overlong(completions=["x"] * 2, completion_ids=[[1] * 4, [1] * 6]) == [0.0, -0.5]  # buffer: the last 4
     assert repetition(completions=["x"], completion_ids=[[1, 2, 1, 2]]) == [pytest.approx(-1 / 3)]  # 2-grams
 
 
-@pytest.mark.parametrize("options, message", [
-    (["overlong.bufer=0.5"], "'overlong' has no option 'bufer'; its options: buffer (default 0.25)"),
-    (["format.x=1"], "'format' has no option 'x'; its options: none"),
-    (["cosine.max_value_correct=2"], "'cosine' is not one of the rewards in use (overlong, format)"),
-    (["overlong.buffer=half"], "'half' is not a float"),
-    (["overlong=0.5"], "write it as <reward>.<option>=<value>"),
-])
-def test_bad_reward_options(options, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        get_reward_funcs(["overlong", "format"], max_completion_length=8, options=options)
+def test_docs_list_every_named_reward_and_setting():
+    """docs/rewards.md's table names every reward of the registry, and every setting of RewardArguments."""
+    from dataclasses import fields
 
-
-def test_docs_list_every_named_reward():
-    """docs/rewards.md's reward table is `reward_table()`: regenerate it with `python -c "import rewards;
-    print(rewards.reward_table())"` after registering a reward."""
     from conftest import REPO
 
-    table = reward_table()
-    assert table in (REPO / "docs" / "rewards.md").read_text(), \
-        f"docs/rewards.md's reward table is out of date; it is now:\n{table}"
-
-
-@pytest.mark.parametrize("name", reward_names())
-def test_every_named_reward_has_a_doctest(name):
-    """rewards.py's doctests run in the suite (pytest.ini): each named reward shows its use in one, on the reward
-    itself or on the factory that builds it."""
-    entry = REWARDS[name]
-    built = entry.build(8) if entry.factory else entry.make
-    assert any(">>>" in (doc or "") for doc in (entry.make.__doc__, getattr(built, "func", built).__doc__))
+    text = (REPO / "docs" / "rewards.md").read_text()
+    assert [name for name in REWARDS if f"| `{name}` |" not in text] == []
+    assert [f.name for f in fields(RewardArguments) if f"`--{f.name}`" not in text] == []
 
 
 def test_unknown_name_lists_registry():
@@ -307,13 +305,12 @@ def test_dotted_rewards_are_checked_and_keep_their_name(tmp_path, monkeypatch):
 # ---- reward-hacking probes: one completion per built-in reward that games it and must not get full credit ------
 
 def test_every_named_reward_has_a_hacking_probe():
-    """Each `@register` carries a probe (a completion that games the reward); none may be empty."""
-    assert all(entry.probe[0] is not None and isinstance(entry.probe[1], dict) for entry in REWARDS.values())
+    assert sorted(PROBES) == sorted(REWARDS)
 
 
 @pytest.mark.parametrize("name", reward_names())
 def test_reward_hacking_probe(name):
-    completion, columns, ceiling = REWARDS[name].probe
+    completion, columns, ceiling = PROBES[name]
     [reward] = get_reward_funcs([name], max_completion_length=64)
     assert reward([completion], **columns)[0] < ceiling
 
@@ -393,12 +390,14 @@ def test_accuracy_on_the_answers_models_write(fmt, text, gold, expected):
 
 
 def test_majority_vote_counts_a_number_once_whatever_its_unit():
-    from evaluation import majority_answer
+    from extras.evaluation import metrics_of
     from rewards import final_answer
 
-    texts = ["<answer>18 dollars</answer>", "#### 17", r"\boxed{\$18.00}", "so 17"]
-    assert final_answer(texts[0]) == final_answer(texts[2]) == "18.0"
-    assert majority_answer(texts + ["It is 18."], final_answer) == 0  # 18 has 3 votes, 17 has 2
+    texts = ["<answer>18 dollars</answer>", "#### 17", r"\boxed{\$18.00}", "so 17", "It is 18."]
+    assert final_answer(texts[0]) == final_answer(texts[2]) == final_answer(texts[4]) == "18.0"
+    [accuracy] = get_reward_funcs(["accuracy"], max_completion_length=8)
+    rewards = accuracy(texts, answer=["18"] * 5)
+    assert metrics_of(accuracy, [rewards], [1.0], [texts], 5)["maj@5"] == 1.0  # 18 has 3 votes, 17 has 2
 
 
 def test_accuracy_stops_calling_math_verify_when_its_budget_is_spent(monkeypatch, caplog):
@@ -458,7 +457,7 @@ def test_cosine_matches_trl_where_the_accuracies_agree():
     texts = [r"\boxed{\frac{1}{3}}", r"\boxed{\frac{1}{2}}"] * 3
     ids = [[1] * n for n in (0, 0, 30, 30, 100, 100)]
     [ours] = get_reward_funcs(["cosine"], max_completion_length=60,
-                              options=["cosine.min_value_wrong=-2", "cosine.max_value_correct=3"])
+                              args=RewardArguments(cosine_min_value_wrong=-2, cosine_max_value_correct=3))
     theirs = get_cosine_scaled_reward(max_len=60, min_value_wrong=-2.0, max_value_correct=3.0)
     expected = theirs([[{"content": t}] for t in texts], [r"\frac{1}{3}"] * 6, ids)
     assert ours(texts, answer=[r"\frac{1}{3}"] * 6, completion_ids=ids) == pytest.approx(expected)
@@ -512,13 +511,14 @@ VOTES = [["<think>7</think> 7", "<think>7", "<think>7"], ["#### 7 or 8", "<answe
          ["7", "<think>8</think> 8", "<think>8</think> 8"], ["#### 7 / 8", "#### 7 / 8", "7"]]
 
 
-@pytest.mark.parametrize("name", [n for n in reward_names() if getattr(REWARDS[n], "final_answer", None)])
+@pytest.mark.parametrize("name", [n for n in reward_names()
+                                  if get_reward_funcs([n], max_completion_length=8)[0].final_answer])
 def test_maj_at_k_votes_on_what_the_reward_grades(name):
     """For every reward that declares a final answer, two samples with one final answer get one reward, so the
     majority's grade, and maj@k, do not depend on which sample carries it, nor on the order of the samples."""
     import itertools
 
-    from evaluation import metrics_of
+    from extras.evaluation import metrics_of
 
     [reward] = get_reward_funcs([name], max_completion_length=8)
     for samples in VOTES:

@@ -17,7 +17,7 @@ import model_zoo
 import pytest
 from conftest import CHAT_TEMPLATE
 
-from evaluation import prompt_token_ids
+from extras.evaluation import prompt_token_ids
 
 
 @pytest.fixture(scope="module")

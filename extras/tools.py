@@ -123,7 +123,7 @@ def python(code: str) -> str:
     """
     if not isinstance(code, str):
         raise ValueError(f"code must be a string, not {type(code).__name__}")
-    import code_sandbox  # Linux only; imported when used
+    from extras import code_sandbox  # Linux only; imported when used
 
     return code_sandbox.run_code(code)  # the same sandbox and limits as the `code` reward (code_sandbox.LIMITS)
 
@@ -204,7 +204,7 @@ def get_tools(names: list[str]) -> list[Callable]:
         check_tool(tool, name)
         if tool is python:  # at start-up, not at the first call: the sandbox must work on this machine
             try:
-                import code_sandbox
+                from extras import code_sandbox
 
                 code_sandbox.sandbox_mode()
             except (ImportError, RuntimeError, ValueError) as err:
@@ -245,3 +245,56 @@ def _import(name: str, kind: str, choices: list[str]):
         raise ValueError(f"unknown {kind} '{name}'; choose one of: {', '.join(choices)}, or give a dotted path "
                          f"like my_module.my_{kind}")
     return import_dotted(name, kind)
+
+
+def setup(script_args, model_args, train_dataset, reward_funcs: list) -> tuple[list, type | None, list]:
+    """`--tools` and `--environment_factory` for GRPOTrainer, checked before any weights load: the tools, the
+    environment, and the rewards with the first synchronous one logging each episode's messages (`log_extra`), so
+    that completions.jsonl shows tool calls and results. Each failure stops the run in one line."""
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
+    from trl.data_utils import is_conversational
+
+    try:
+        tools = get_tools(script_args.tools)
+        factory = get_environment_factory(script_args.environment_factory) if script_args.environment_factory else None
+    except ValueError as err:  # an unknown name, an import error, a tool without type hints or docstring
+        raise SystemExit(f"error: {err}") from None
+    name = model_args.model_name_or_path
+    tokenizer = AutoTokenizer.from_pretrained(name, revision=model_args.model_revision)
+    if not supports_tool_calling(tokenizer):
+        raise SystemExit(f"error: --tools: the chat template of {name} cannot render a tool call and its result "
+                         "(trl.chat_template_utils.supports_tool_calling); use a model trained for tool calling, e.g. "
+                         "Qwen/Qwen2.5-0.5B-Instruct or Qwen/Qwen3-0.6B")
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        try:  # what GRPOTrainer would do itself, later: a parser for the chat templates trl knows
+            add_response_schema(tokenizer)
+        except ValueError:
+            raise SystemExit(f"error: --tools: trl cannot parse tool calls out of {name}'s completions: its chat "
+                             "template is not one trl.chat_template_utils knows (Qwen2.5, Qwen3, Llama 3.1/3.2, "
+                             "GLM-4.5, GPT-OSS, ...) and its tokenizer sets no response_template; set one "
+                             "(transformers' docs: chat response parsing) and save it with the tokenizer") from None
+    if not is_conversational(train_dataset[0]):
+        raise SystemExit("error: --tools needs conversational prompts (lists of messages), which the chat template "
+                         "renders with the tools' descriptions: give the prompts as messages, or set --system_prompt")
+    logged = list(reward_funcs)
+    sync = [i for i, func in enumerate(reward_funcs) if not inspect.iscoroutinefunction(func)]
+    if sync:
+        logged[sync[0]] = LogEpisodes(reward_funcs[sync[0]])
+    return tools, factory, logged
+
+
+class LogEpisodes:
+    """A reward, passed through, that also logs each completion's messages through TRL's `log_extra`."""
+
+    def __init__(self, reward_func):
+        self.reward_func, self.__name__ = reward_func, reward_func.__name__  # TRL names the metrics after it
+        self.columns = getattr(reward_func, "columns", ())
+
+    def __call__(self, completions, log_extra=None, **kwargs):
+        if log_extra is not None:
+            import json
+
+            log_extra("messages", [json.loads(json.dumps(c, default=str)) if isinstance(c, list) else None
+                                   for c in completions])
+        return self.reward_func(completions=completions, log_extra=log_extra, **kwargs)

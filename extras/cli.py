@@ -1,0 +1,259 @@
+"""Mistakes stopped in one sentence before anything loads: TrlParser's parsing with the nearest option to a mistyped one,
+a recipe's keys and values checked, options refused where they would have no effect, a readable --help; and the
+run's paths, models, launch and packages checked."""
+
+import argparse
+import difflib
+import importlib.util
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import torch
+from accelerate import PartialState
+
+
+def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tuple:
+    """`parser.parse_args_and_config()`, every mistake one `error:` line. Options the trainer never reads (the
+    parsed config class's own TrainingArguments fields) and `refused` stop the run when set, as flags or recipe keys.
+    The values are read from argparse alone: a second training config would start the process group twice."""
+    args, config_class = list(sys.argv[1:] if args is None else args), parser.dataclass_types[1]
+    refused = {**{name: f"{config_class.__name__}'s trainer never reads it" for name in UNREAD.get(
+        config_class.__name__, [])}, **refused}
+    parser.usage = "%(prog)s [--config recipe.yaml] [--option value ...]"
+    parser.description = ("Every option is a flag and a key of a YAML recipe given with --config; flags win. "
+                          "docs/options.md lists the ones you will use; refused options are not listed.")
+    for action in parser._actions:
+        action.help = argparse.SUPPRESS if action.dest in refused else action.help
+    parser.error = lambda message: sys.exit(f"error: {message}" + ("" if "choose from" in message else " (--help "
+                                                                                                         "lists every option)"))
+    actions = {}
+    for action in parser._actions:  # the first of a flag's actions holds its default (`--no_<flag>` is the second)
+        actions.setdefault(action.dest, action)
+    defaults = vars(parser.parse_known_args([])[0])
+    config, at = {}, args.index("--config") if "--config" in args else None
+    if at is not None:
+        if at + 1 == len(args):
+            sys.exit("error: --config needs the path of a YAML recipe, e.g. --config recipes/tiny/grpo.yaml")
+        config = read_recipe(args[at + 1])
+        for key, value in config.items():
+            if key not in actions:
+                sys.exit(f"error: {args[at + 1]}: unknown key '{key}'{nearest(key, actions)}")
+            check_value(args[at + 1], key, value, actions[key])
+        args_without = args[:at] + args[at + 2:]
+    saved = [(action, action.default) for action in parser._actions]
+    parser.set_defaults_with_config(**config)  # as TrlParser applies the recipe: here to read the values only
+    values, unknown = parser.parse_known_args(args_without if at is not None else args)
+    for action, default in saved:
+        action.default = default
+    if unknown:
+        name = next((u for u in unknown if u.startswith("-")), unknown[0])
+        what = f"unknown option {name.split('=')[0]}" if name.startswith("-") else f"unexpected argument {name!r}"
+        sys.exit(f"error: {what}{nearest(name.lstrip('-').split('=')[0], actions, '--')}")
+    refuse(refused, defaults, values)
+    try:
+        return parser.parse_args_and_config(args)
+    except ValueError as err:  # GRPOConfig's batch check says what is wrong, not what would be right
+        if not (found := re.search(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)",
+                                   str(err))):
+            raise
+        size, group = map(int, found.groups())
+        sizes = " or ".join(map(str, sorted({v for v in (size // group * group, -(-size // group) * group) if v})))
+        sys.exit(f"error: {err} The generation batch is per_device_train_batch_size x processes x "
+                 f"steps_per_generation completions: on one process, --per_device_train_batch_size {sizes}, or "
+                 "change --num_generations.")
+
+
+def refuse(refused: dict[str, str], defaults: dict, values) -> None:
+    """Stop at the first option of `refused` whose value (argparse's namespace) differs from its default."""
+    for name, why in refused.items():
+        if name in defaults and getattr(values, name) != defaults[name]:
+            sys.exit(f"error: --{name} is not supported here: {why}")
+
+
+# The options each trainer never reads, sorted by tests/unit/test_options.py's audit (trl 1.12, transformers 5.23)
+UNREAD = {
+    "GRPOConfig": """ignore_bias_buffers log_multimodal label_smoothing_factor label_names prediction_loss_only
+        include_for_metrics batch_eval_metrics eval_do_concat_batches eval_accumulation_steps eval_use_gather_object
+        train_sampling_strategy length_column_name data_seed average_tokens_across_devices bf16_full_eval
+        fp16_full_eval use_cache do_train do_predict""".split(),
+    "PPOConfig": """ignore_bias_buffers num_train_epochs max_grad_norm label_smoothing_factor average_tokens_across_devices
+        auto_find_batch_size torch_empty_cache_steps neftune_noise_alpha use_liger_kernel liger_kernel_config use_cache
+        bf16 fp16 bf16_full_eval fp16_full_eval torch_compile torch_compile_backend torch_compile_mode accelerator_config
+        parallelism_config ddp_find_unused_parameters ddp_bucket_cap_mb ddp_broadcast_buffers ddp_static_graph fsdp
+        fsdp_config deepspeed ds3_gather_for_generation logging_steps logging_strategy logging_first_step
+        logging_nan_inf_filter include_num_input_tokens_seen log_level log_level_replica log_on_each_node
+        skip_memory_metrics debug eval_strategy eval_steps eval_delay eval_on_start prediction_loss_only
+        eval_do_concat_batches eval_use_gather_object eval_accumulation_steps include_for_metrics batch_eval_metrics
+        load_best_model_at_end metric_for_best_model greater_is_better enable_jit_checkpoint ignore_data_skip
+        restore_callback_states_from_checkpoint dataloader_drop_last dataloader_num_workers dataloader_pin_memory
+        dataloader_persistent_workers dataloader_prefetch_factor dataloader_multiprocessing_context dataloader_in_order
+        data_seed train_sampling_strategy length_column_name full_determinism label_names do_eval do_train do_predict
+        world_size num_total_batches micro_batch_size local_batch_size batch_size local_mini_batch_size mini_batch_size
+        model_adapter_name ref_adapter_name bnb_4bit_quant_type use_bnb_nested_quant bnb_4bit_quant_storage""".split(),
+}
+
+
+def nearest(name: str, actions: dict, prefix: str = "") -> str:
+    close = difflib.get_close_matches(name.replace("-", "_"), [a for a in actions if a != "help"], n=1, cutoff=0.6)
+    return f"; did you mean {prefix}{close[0]}?" if close else " (--help lists every option)"
+
+
+def read_recipe(path: str) -> dict:
+    """The --config YAML as a mapping (its `env:` aside, which TrlParser sets as variables), or one `error:` line."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        sys.exit(f"error: --config {path}: {err.strerror.lower()}")
+    except yaml.YAMLError as err:
+        line = f" (line {err.problem_mark.line + 1})" if getattr(err, "problem_mark", None) else ""
+        sys.exit(f"error: --config {path} is not valid YAML{line}: {getattr(err, 'problem', err)}")
+    if not isinstance(config, dict):
+        sys.exit(f"error: --config {path} must hold `option: value` lines, one per option")
+    return {key: value for key, value in config.items() if key != "env"}
+
+
+def check_value(path: str, key: str, value, action) -> None:
+    """A recipe's value its option cannot take (argparse reads only text, so it converts a recipe's numbers not)."""
+    for item in value if isinstance(value, list) else [value]:
+        if item is None or action.type in (None, str):
+            continue
+        try:
+            converted = action.type(item if isinstance(item, str) else str(item))
+            if not isinstance(item, str) and converted != item:  # 2.5 for an int
+                raise ValueError
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
+            kind = {"int": "an integer", "float": "a number", "string_to_bool": "true or false"}.get(
+                action.type.__name__, f"a valid {action.type.__name__}")
+            sys.exit(f"error: {path}: {key}: {item!r} is not {kind}")
+        if action.choices is not None and converted not in action.choices:
+            sys.exit(f"error: {path}: {key}: {item!r} is not one of {', '.join(map(str, action.choices))}")
+
+
+def check(script_args, training_args, model_args) -> None:
+    """The run's paths, models, launch and packages, before anything loads: each mistake one `error:` line."""
+    here = Path(sys.argv[0]).resolve().parent
+    bundled = [(flag, path) for flag, path in [("--model_name_or_path", model_args.model_name_or_path),
+                                              ("--dataset_name", script_args.dataset_name)]
+               if path and Path(path).is_relative_to(here / "assets") and not Path(path).exists()]
+    if bundled:  # a copy of the script without the bundled files
+        sys.exit(f"error: the default run reads {' and '.join(str(Path(p).relative_to(here)) for _, p in bundled)}, "
+                 f"which are not beside {Path(sys.argv[0]).name}: copy them from the repository with it, or give "
+                 f"your own with {' and '.join(flag for flag, _ in bundled)}")
+    for flag, path in [("--model_name_or_path", model_args.model_name_or_path), ("--dataset_name", script_args.dataset_name),
+                       *[("--reward_model_name_or_path", p) for p in getattr(script_args, "reward_model_name_or_path", [])],
+                       *[(f"--{k}", getattr(training_args, k, None) or getattr(script_args, k, None))
+                         for k in ("sft_model_path", "value_model_path", "reward_model_path")]]:
+        if path and not Path(path).expanduser().exists() and (path.startswith((".", "/", "~")) or path.count("/") > 1
+                                                              or Path(path).suffix in (".jsonl", ".json", ".csv")):
+            sys.exit(f"error: {flag} {path}: no such file or directory")  # a path, not a hub id: no hub lookup
+    name = getattr(training_args, "sft_model_path", None) or model_args.model_name_or_path  # the policy
+    if not Path(name).expanduser().exists():  # a hub id: config.json, or an adapter's (--eval_only)
+        from huggingface_hub import constants, hf_hub_download
+
+        for file in ("config.json", "adapter_config.json"):
+            try:
+                hf_hub_download(name, file, revision=model_args.model_revision)  # from the cache when offline
+                break
+            except Exception as err:
+                error = err
+        else:
+            sys.exit(f"error: --model_name_or_path {name} is not a local directory, and " + (
+                "the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache" if constants.HF_HUB_OFFLINE
+                else f"the hub could not serve it ({type(error).__name__})"))
+    if "--config" not in sys.argv and not Path(name).is_relative_to(here / "assets") and PartialState().is_main_process:
+        print(f"NOTE: no --config: the default run's settings (recipes/tiny/) suit the bundled tiny model, not {name}: "
+              "start from a recipe in recipes/")
+    for flag, path in [("--reward_model_name_or_path", p) for p in getattr(script_args, "reward_model_name_or_path", [])
+                       ] + [("--reward_model_path", getattr(training_args, "reward_model_path", None))]:
+        if path:  # a causal LM would load as a classifier with a new, random head, and train on noise
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(path, trust_remote_code=getattr(
+                training_args, "trust_remote_code", getattr(script_args, "trust_remote_code", False)))
+            if not any(a.endswith("ForSequenceClassification") for a in config.architectures or []) or config.num_labels != 1:
+                sys.exit(f"error: {flag} {path} is {', '.join(config.architectures or ['an unknown architecture'])} "
+                         f"with {config.num_labels} labels; a reward model is a sequence-classification model with one "
+                         "output (num_labels=1) that scores a whole prompt + completion")
+    data, kinds = Path(script_args.dataset_name), (".jsonl", ".json", ".csv", ".parquet")
+    if data.is_file() and data.suffix not in kinds:
+        sys.exit(f"error: --dataset_name {data}: use a {', '.join(kinds)} file, or a folder")
+    for file in [data] if data.is_file() else sorted(data.rglob("*")) if data.is_dir() else []:
+        if file.suffix in kinds and file.stat().st_size == 0:  # datasets would stop with a bare StopIteration
+            sys.exit(f"error: --dataset_name: {file} is empty")
+    on_cpu = training_args.use_cpu or not torch.cuda.is_available()
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and on_cpu:
+        sys.exit("error: FSDP shards a model across GPUs only: on a CPU accelerate would run plain DDP under FSDP's "
+                 "name; launch with accelerate_configs/zero3.yaml to shard it on a CPU, or ddp.yaml")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available() and not training_args.use_cpu:
+        sys.exit(f"error: {os.environ['WORLD_SIZE']} processes on a machine with no GPU would each train a model of "
+                 "their own: drop --use_cpu false (on a CPU they talk over gloo)")
+    needs = [("--use_vllm", "vllm", 'pip install "vllm>=0.19,<=0.27.1"')] if getattr(training_args, "use_vllm", 0) else []
+    if model_args.load_in_4bit or model_args.load_in_8bit:
+        if not model_args.use_peft:
+            sys.exit("error: --load_in_4bit/--load_in_8bit quantize a frozen base: add --use_peft to train LoRA on it")
+        needs.append(("--load_in_4bit/--load_in_8bit", "bitsandbytes", "pip install bitsandbytes"))
+    needs += [(f"--report_to {name}", name, "pip install -r requirements-tracking.txt")
+              for name in training_args.report_to if name in ("tensorboard", "trackio")]
+    for flag, package, install in needs:
+        if package in ("vllm", "bitsandbytes") and not torch.cuda.is_available():
+            sys.exit(f"error: {flag} needs a CUDA GPU and none is visible; drop the flag to run on CPU")
+        if importlib.util.find_spec(package) is None:
+            sys.exit(f"error: {flag} needs the `{package}` package: {install}")
+    rewards = len(script_args.reward_funcs) + len(getattr(script_args, "reward_model_name_or_path", []))
+    if (weights := getattr(training_args, "reward_weights", None)) is not None and len(weights) != rewards:
+        sys.exit(f"error: {len(weights)} --reward_weights for {rewards} rewards (reward models first, then "
+                 "--reward_funcs)")
+    tools = getattr(script_args, "tools", None) or getattr(script_args, "environment_factory", None)
+    if getattr(training_args, "max_tool_calling_iterations", None) is not None and not tools:
+        sys.exit("error: --max_tool_calling_iterations bounds the rounds of tool calls: add --tools")
+    if script_args.eval_num_samples > 0 and tools:
+        sys.exit(f"error: --eval_num_samples {script_args.eval_num_samples}: the before/after evaluation generates "
+                 "without the tool loop; with --tools set --eval_num_samples 0, and read the tool-call rate and "
+                 "rewards in summary.json, or set --eval_strategy steps (GRPOTrainer's evaluation runs the tools)")
+    if script_args.eval_only and script_args.eval_num_samples < 1:
+        sys.exit("error: --eval_only evaluates --eval_num_samples K samples (and one greedy) per held-out prompt: set "
+                 "K to 1 or more (the SmolLM2 recipes set 2)")
+    if script_args.eval_num_samples > 0 and script_args.eval_max_prompts < 1:
+        sys.exit(f"error: --eval_max_prompts {script_args.eval_max_prompts} leaves no prompt to evaluate: set it to 1 "
+                 "or more, or turn the evaluation off with --eval_num_samples 0")
+
+
+def check_columns(reward_funcs, splits, dataset_name: str) -> None:
+    """A column a reward needs and the data lacks, before any model loads: `accuracy` without `answer` would be None
+    for every sample, and train on nothing."""
+    flags = {"answer": "--dataset_answer_column", "solution": "--dataset_answer_column"}
+    for split in (s for s in splits if s is not None):
+        for func in reward_funcs:
+            for need in getattr(func, "columns", ()):
+                names = (need,) if isinstance(need, str) else tuple(need)
+                if not any(n in split.column_names for n in names):
+                    how = f"map yours onto it with {flags[names[0]]} <column>" if names[0] in flags else (
+                        f"rename yours to '{names[0]}' in the data")
+                    sys.exit(f"error: reward '{func.__name__}' needs a column {' or '.join(map(repr, names))}, and "
+                             f"{dataset_name} has: {', '.join(split.column_names)}; {how}")
+
+
+def checkpoint(training_args) -> str | None:
+    """--resume_from_checkpoint: a folder, or `last` (`true`) for the newest complete checkpoint in --output_dir, one
+    whose trainer_state.json (written last) parses; transformers' get_last_checkpoint returns it whole or not."""
+    wanted = training_args.resume_from_checkpoint
+    if wanted is None or wanted.lower() not in ("last", "true"):
+        if wanted is not None and not Path(wanted).is_dir():
+            sys.exit(f"error: --resume_from_checkpoint {wanted}: no such directory; `last` resumes from the newest "
+                     "complete checkpoint in --output_dir")
+        return wanted
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
+
+    out = training_args.output_dir
+    for checkpoint in reversed(sort_checkpoints(out, PREFIX_CHECKPOINT_DIR) if Path(out).is_dir() else []):
+        try:
+            json.loads((Path(checkpoint) / "trainer_state.json").read_text())
+            return checkpoint
+        except (OSError, json.JSONDecodeError):
+            print(f"skipping incomplete checkpoint {checkpoint}")
+    sys.exit(f"error: --resume_from_checkpoint {wanted}: no complete checkpoint in {out}")

@@ -1,0 +1,328 @@
+"""Held-out evaluation before and after training (--eval_num_samples K), as docs/evaluation.md describes: K samples
+per prompt drawn as training draws them (its GenerationConfig, stop tokens and prompt ids) plus one greedy, on each
+process's slice, scored by the training rewards: pass@1, pass@K, maj@K and greedy accuracy for a correctness reward
+(`rewards.reads`), means for the others."""
+
+import copy
+import json
+import math
+import time
+from collections import Counter
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from accelerate import PartialState
+from accelerate.utils import gather_object
+from transformers import GenerationConfig, TrainerCallback
+from trl.data_utils import apply_chat_template, is_conversational
+
+
+def prompt_token_ids(tokenizer, prompt, chat_template_kwargs: dict | None = None) -> list[int]:
+    """A prompt's ids as trl 1.12's GRPOTrainer makes them (PPO's script uses it too): the chat template, or the
+    tokenizer with its special tokens."""
+    if is_conversational({"prompt": prompt}):
+        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True,
+                                             **(chat_template_kwargs or {}))["input_ids"]
+    return tokenizer(text=prompt)["input_ids"]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are right: 1 - C(n-c, k) / C(n, k) (Chen et al. 2021, Eq. 1).
+
+    >>> pass_at_k(n=8, c=2, k=1), pass_at_k(n=8, c=0, k=8), pass_at_k(n=8, c=1, k=8)
+    (0.25, 0.0, 1.0)
+    """
+    return 1.0 if n - c < k else 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+@dataclass
+class Sampling:
+    """How a trainer samples: its GenerationConfig, and `end`, which cuts generated ids to the completion it keeps."""
+
+    config: GenerationConfig
+    end: Callable[[list[int]], list[int]]
+
+    def greedy(self) -> "Sampling":
+        """The same, with sampling off (a repetition_penalty stays)."""
+        config = copy.deepcopy(self.config)
+        config.do_sample, config.temperature, config.top_p, config.top_k, config.min_p = False, None, None, None, None
+        return Sampling(config, self.end)
+
+
+def up_to_first(stop_ids) -> Callable[[list[int]], list[int]]:
+    """`end` for a trainer that keeps a completion up to and including its first stop token (GRPOTrainer's mask)."""
+    stops = set(stop_ids if isinstance(stop_ids, (list, tuple, set)) else [stop_ids]) - {None}
+    return lambda ids: next((ids[:i + 1] for i, token in enumerate(ids) if token in stops), ids)
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompt_ids: list[list[int]], num_samples: int, sampling: Sampling, batch_size: int):
+    """`num_samples` completions per prompt, at most `batch_size` per `generate` call (one prompt's at least): texts
+    and ids, each [prompt][sample]."""
+    config = copy.deepcopy(sampling.config)
+    config.num_return_sequences = num_samples
+    per_call = max(1, batch_size // num_samples)
+    texts, ids = [], []
+    for start in range(0, len(prompt_ids), per_call):
+        batch = tokenizer.pad({"input_ids": prompt_ids[start:start + per_call]}, padding_side="left",
+                              return_tensors="pt").to(next(model.parameters()).device)
+        for row in model.generate(**batch, generation_config=config)[:, batch["input_ids"].shape[1]:].tolist():
+            ids.append(sampling.end(row))
+            texts.append(tokenizer.decode(ids[-1], skip_special_tokens=True))
+    return ([xs[i:i + num_samples] for i in range(0, len(xs), num_samples)] for xs in (texts, ids))
+
+
+def score(reward_func, rows: dict[str, list], texts: list[list[str]], ids: list[list[list[int]]]) -> list[list]:
+    """A reward's values for completions [prompt][sample], each with its row's columns as keyword arguments."""
+    k = len(texts[0])
+    flat = [t for sample in texts for t in sample]
+    completions = [[{"role": "assistant", "content": t}] for t in flat] if is_conversational(
+        {"prompt": rows["prompt"][0]}) else flat
+    columns = {c: [v for v in values for _ in range(k)] for c, values in rows.items() if c != "input_ids"}
+    rewards = reward_func(completions=completions, completion_ids=[i for s in ids for i in s],
+                          prompts=columns.pop("prompt"), **columns)
+    return [list(rewards[i:i + k]) for i in range(0, len(rewards), k)]
+
+
+class RewardModelReward:
+    """A reward model as a reward, scoring `encode(prompt, completion, completion_ids)` as in training: text in its
+    own tokenizer for GRPO, the policy's ids for PPO."""
+
+    correctness = False
+
+    def __init__(self, model, name: str, encode, pad_token_id: int, batch_size: int):
+        self.model, self.__name__, self.encode, self.pad, self.batch_size = model, name, encode, pad_token_id, batch_size
+
+    @torch.inference_mode()
+    def __call__(self, prompts, completions, completion_ids, **kwargs) -> list[float]:
+        rows = [self.encode(*args) for args in zip(prompts, completions, completion_ids, strict=True)]
+        scores, device = [], next(self.model.parameters()).device
+        for start in range(0, len(rows), self.batch_size):
+            batch = rows[start:start + self.batch_size]
+            width = max(map(len, batch))
+            ids = torch.tensor([r + [self.pad] * (width - len(r)) for r in batch], device=device)
+            mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in batch], device=device)
+            scores += self.model(input_ids=ids, attention_mask=mask).logits[:, 0].float().tolist()  # the last token's
+        return scores
+
+
+def text_encoder(tokenizer, chat_template_kwargs: dict | None = None):
+    """`encode` for a reward model that reads text, as GRPOTrainer builds it."""
+
+    def encode(prompt, completion, completion_ids) -> list[int]:
+        text = (apply_chat_template({"messages": prompt + completion}, tokenizer, **(chat_template_kwargs or {}))[
+            "text"] if is_conversational({"prompt": prompt}) else prompt + completion)
+        return tokenizer(text=text, add_special_tokens=False)["input_ids"]
+
+    return encode
+
+
+def mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: list[list[str]], num_samples: int) -> dict:
+    """One reward's metrics over all prompts, from its rewards [prompt][sample] and greedy rewards [prompt]."""
+    metrics, k = {"mean_reward": mean(r for rs in rewards for r in rs)}, num_samples
+    if not getattr(reward_func, "correctness", False):
+        return metrics | {"greedy_reward": mean(greedy_rewards)}
+    scored = [(rs, ts) for rs, ts in zip(rewards, texts) if None not in rs]
+    correct = [sum(r == 1.0 for r in rs) for rs, _ in scored]
+    metrics |= {"greedy_accuracy": mean(float(r == 1.0) for r in greedy_rewards if r is not None),
+                "pass@1": mean(pass_at_k(k, c, 1) for c in correct),
+                f"pass@{k}": mean(pass_at_k(k, c, k) for c in correct)}
+    if (final_answer := getattr(reward_func, "final_answer", None)) is not None:  # the most common answer is right
+        votes = []
+        for rs, ts in scored:
+            answers = [final_answer(t) for t in ts]
+            counts = Counter(a for a in answers if a is not None)  # a tie goes to the first answer in text order
+            best = min((a for a, n in counts.items() if n == max(counts.values())), default=None)
+            votes.append(best is not None and rs[answers.index(best)] == 1.0)
+        metrics[f"maj@{k}"] = mean(map(float, votes))
+    return metrics
+
+
+def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling: Sampling, seed: int, accelerator,
+             batch_size: int, per_prompt: list | None = None) -> dict:
+    """{reward: {metric: value}} over `dataset`'s `input_ids`, on every process; `per_prompt` gets each prompt's
+    completions, rewards and greedy completion. Call it on every process."""
+    indices, k, per_prompt = list(range(len(dataset))), num_samples, [] if per_prompt is None else per_prompt
+    with accelerator.split_between_processes(indices, apply_padding=True) as mine:  # equal slices: ranks in step
+        rows = dataset.select(mine).to_dict()
+    was_training, device = model.training, next(model.parameters()).device
+    model.eval()
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed + accelerator.process_index)  # the same sampling noise before and after training
+        sampled, sampled_ids = generate(model, tokenizer, rows["input_ids"], k, sampling, batch_size)
+    greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, sampling.greedy(), batch_size)
+    model.train(was_training)
+    entries = [{"index": i, "prompt": p, "process": accelerator.process_index, "completions": ts, "rewards": {},
+                "greedy_completion": g[0], "greedy": {}} for i, p, ts, g in zip(mine, rows["prompt"], sampled, greedy)]
+    for func in reward_funcs:
+        for entry, rs, g in zip(entries, score(func, rows, sampled, sampled_ids),
+                                score(func, rows, greedy, greedy_ids)):
+            entry["rewards"][func.__name__], entry["greedy"][func.__name__] = rs, g[0]
+    gathered = {e["index"]: e for e in reversed(gather_object(entries))}  # drop the padding's repeats
+    entries = [gathered[i] for i in indices]
+    per_prompt += [{key: value for key, value in e.items() if key != "index"} for e in entries]
+    return {f.__name__: metrics_of(f, [e["rewards"][f.__name__] for e in entries], [e["greedy"][f.__name__] for e in
+                                   entries], [e["completions"] for e in entries], k) for f in reward_funcs}
+
+
+def held_out(train, test, script_args, seed: int):
+    """(train, held-out prompts, where they come from): the test split, or else a seeded 10% of train, held out."""
+    if test is not None:
+        return train, test, f"split '{script_args.dataset_test_split}'"
+    split = train.train_test_split(test_size=0.1, seed=seed)
+    source = f"{len(split['test'])} prompts held out of '{script_args.dataset_train_split}' (seed {seed})"
+    if PartialState().is_main_process:
+        print(f"no '{script_args.dataset_test_split}' split: evaluating on {source}")
+    return split["train"], split["test"], source
+
+
+def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> "BeforeAfterEval":
+    """The evaluation of a GRPOTrainer's policy: its prompt ids, its sampling (the GenerationConfig it generates with,
+    or with vLLM one built from the same settings; a completion ends at its first eos) and its reward models."""
+    args, tokenizer = trainer.args, trainer.processing_class
+    config = getattr(trainer, "generation_config", None) or GenerationConfig(
+        max_new_tokens=args.max_completion_length, do_sample=True, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, temperature=args.temperature,
+        top_p=args.top_p, top_k=args.top_k, min_p=args.min_p, repetition_penalty=args.repetition_penalty,
+        **(args.generation_kwargs or {}))
+    reward_models = [RewardModelReward(model, name, text_encoder(rm_tokenizer, args.chat_template_kwargs),
+                                       rm_tokenizer.pad_token_id, args.per_device_eval_batch_size)
+                     for model, name, rm_tokenizer in zip(trainer.reward_funcs, trainer.reward_func_names,
+                                                          trainer.reward_processing_classes) if rm_tokenizer is not None]
+    with PartialState().main_process_first():
+        dataset = dataset.map(lambda p: {"input_ids": prompt_token_ids(tokenizer, p, args.chat_template_kwargs)},
+                              input_columns="prompt")
+    from trl.models import unwrap_model_for_generation
+
+    return BeforeAfterEval(dataset, source, tokenizer, reward_models + reward_funcs, script_args.eval_num_samples,
+                           script_args.eval_max_prompts, Sampling(config, up_to_first(config.eos_token_id)), args.seed,
+                           lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
+                           trainer.accelerator, args.output_dir, args.per_device_eval_batch_size)
+
+
+class BeforeAfterEval(TrainerCallback):
+    """Evaluate the policy as the trainer prepared it when training starts and ends (`evaluate_only`: once), then
+    write eval.json and the table. `generation_model()` yields the policy (TRL's unwrap_model_for_generation)."""
+
+    def __init__(self, dataset, source: str, tokenizer, reward_funcs, k: int, max_prompts: int, sampling: Sampling,
+                 seed: int, generation_model, accelerator, output_dir: str, batch_size: int):
+        self.dataset, self.sampling = dataset.select(range(min(len(dataset), max_prompts))), sampling
+        keys = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens",
+                "eos_token_id")
+        self.settings = dict(source=source, num_prompts=len(self.dataset), num_samples=k,
+                             temperature=sampling.config.temperature, max_new_tokens=sampling.config.max_new_tokens,
+                             seed=seed, sampling={key: getattr(sampling.config, key, None) for key in keys},
+                             batch_size=batch_size)
+        self.tokenizer, self.reward_funcs, self.generation_model = tokenizer, reward_funcs, generation_model
+        self.accelerator, self.output_dir, self.results = accelerator, Path(output_dir), {}
+
+    def run(self, when: str, step: int) -> None:
+        s, start, per_prompt = self.settings, time.perf_counter(), []
+        if self.accelerator.is_main_process:
+            print(f"evaluating ({when}, step {step}): {s['num_prompts']} prompts x {s['num_samples']} samples "
+                  f"+ greedy, on {self.accelerator.num_processes} process(es)")
+        with self.generation_model() as model:
+            self.results[when] = evaluate(model, self.tokenizer, self.dataset, self.reward_funcs, s["num_samples"],
+                                          self.sampling, s["seed"], self.accelerator, s["batch_size"], per_prompt)
+        self.results |= {f"{when}_per_prompt": per_prompt, f"{when}_step": step,
+                         f"{when}_seconds": round(time.perf_counter() - start, 1)}
+        if self.accelerator.is_main_process:
+            print(f"evaluated ({when}) in {self.results[f'{when}_seconds']:.0f} s")
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.run("before", state.global_step)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.run("after", state.global_step)
+        self.write()
+
+    def evaluate_only(self, step: int) -> None:
+        """The model as it is, once: eval.json and the table with one column, `model`."""
+        self.run("model", step)
+        self.write()
+
+    def write(self) -> None:
+        if not self.accelerator.is_main_process:
+            return
+        path = self.output_dir / "eval.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**self.settings, **self.results}, indent=2) + "\n")
+        columns = {when: self.results[when] for when in ("before", "after", "model") if when in self.results}
+        print(f"\nheld-out evaluation, {self.settings['source']}:\n{format_table(columns)}\n  written to {path}")
+
+
+def format_table(columns: dict[str, dict]) -> str:
+    """{column: {reward: {metric: value}}} as a table, a line per reward and metric.
+
+    >>> print(format_table({"before": {"accuracy": {"pass@1": 0.25}}, "after": {"accuracy": {"pass@1": 0.5}}}))
+    reward        metric              before   after
+    accuracy      pass@1               0.250   0.500
+    """
+    lines = [f"{'reward':<14}{'metric':<18}" + "".join(f"{label:>8}" for label in columns)]
+    for name, metrics in list(columns.values())[-1].items():
+        for metric in metrics:
+            values = (column.get(name, {}).get(metric) for column in columns.values())
+            lines.append(f"{name:<14}{metric:<18}" + "".join(f"{'-' if v is None else f'{v:.3f}':>8}" for v in values))
+    return "\n".join(lines)
+
+
+def for_ppo(trainer, dataset, source: str, reward_funcs: list, script_args) -> BeforeAfterEval:
+    """The evaluation of a PPOTrainer's policy, sampled as trl 1.12's PPOTrainer samples (`ppo_sampling`); a reward
+    model scores the policy's own ids, as in training."""
+    from trl.models import unwrap_model_for_generation
+
+    args, tokenizer = trainer.args, trainer.processing_class
+    rewards = reward_funcs or [reward_model_reward(trainer.reward_model.reward_model, tokenizer,
+                                                   args.per_device_eval_batch_size)]
+
+    @contextmanager
+    def policy():
+        with unwrap_model_for_generation(trainer.model, trainer.accelerator) as unwrapped:
+            yield unwrapped.policy  # PPOTrainer wraps policy and value model together
+
+    return BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples,
+                           script_args.eval_max_prompts, ppo_sampling(args, tokenizer, trainer.stop_token_id), args.seed,
+                           policy, trainer.accelerator, args.output_dir, args.per_device_eval_batch_size)
+
+
+def ppo_sampling(args, tokenizer, stop: int | None) -> Sampling:
+    """PPOTrainer's GenerationConfig (its `train` builds the same), and its cut: up to and including the first stop
+    token (`truncate_response`), then up to the first pad (`get_reward`'s end)."""
+    config = GenerationConfig(max_new_tokens=args.response_length, temperature=args.temperature + 1e-7, top_k=0.0,
+                              top_p=1.0, do_sample=True, eos_token_id=stop, pad_token_id=tokenizer.pad_token_id)
+
+    def end(ids: list[int]) -> list[int]:
+        ids = ids[: ids.index(stop) + 1] if stop is not None and stop in ids else ids
+        return ids[: ids.index(tokenizer.pad_token_id)] if tokenizer.pad_token_id in ids else ids
+
+    return Sampling(config, end)
+
+
+def reward_model_reward(reward_model, tokenizer, batch_size: int) -> RewardModelReward:
+    """A PPO reward model as the evaluation's reward: it scores the policy's own ids, as in training."""
+    return RewardModelReward(reward_model, "reward_model", lambda prompt, completion, ids: prompt_token_ids(
+        tokenizer, prompt) + ids, tokenizer.pad_token_id, batch_size)
+
+
+def ppo_evaluate_only(policy, tokenizer, dataset, source: str, reward_funcs: list, script_args, args) -> None:
+    """--eval_only for PPO: the policy as it is, sampled as PPOTrainer would, with no value model, reference or
+    trainer; eval.json and the table as a training run writes them."""
+    from transformers import AutoModelForSequenceClassification
+
+    state = PartialState()
+    policy.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, pad_token_id=tokenizer.pad_token_id,
+                                                eos_token_id=tokenizer.eos_token_id)
+    rewards = reward_funcs or [reward_model_reward(AutoModelForSequenceClassification.from_pretrained(
+        args.reward_model_path, num_labels=1).eval().to(state.device), tokenizer, args.per_device_eval_batch_size)]
+    stop = tokenizer.eos_token_id if args.stop_token == "eos" else args.stop_token_id  # PPOTrainer's stop token
+    BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples, script_args.eval_max_prompts,
+                    ppo_sampling(args, tokenizer, stop), args.seed, lambda: nullcontext(policy.to(state.device)), state,
+                    args.output_dir, args.per_device_eval_batch_size).evaluate_only(step=0)

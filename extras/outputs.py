@@ -1,0 +1,377 @@
+"""What a run writes and prints (docs/outputs.md): metrics.jsonl and completions.jsonl at each log, summary.json and
+the plots at the end, a short line per log, the distributed mode, and the no-signal watchdog's warnings.
+
+Importing it silences, each by its exact message, upstream notices that every run would print and that say nothing
+about it: deprecated names that trl 1.12, peft and DeepSpeed call, a one-value variance in PPO's logs, PPOTrainer's
+`generate` arguments, and DeepSpeed's "Setting accelerator to CPU" (accelerate imports DeepSpeed to recognise it).
+"""
+
+import json
+import logging
+import os
+import platform
+import re
+import sys
+import time
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback
+
+for _message in [f"`{name}` is deprecated" for name in ("is_gradient_checkpointing", "gradient_checkpointing_enable",
+                                                        "gradient_checkpointing_disable")] + [
+        rf"`torch\.distributed\.{name}` is deprecated" for name in ("all_gather_into_tensor", "reduce_scatter_tensor")]:
+    warnings.filterwarnings("ignore", message=_message, category=FutureWarning)
+warnings.filterwarnings("ignore", message=r"var\(\): degrees of freedom is <= 0", category=UserWarning)
+for _logger, _pattern in [("DeepSpeed", r"Setting accelerator to CPU\."), ("transformers.generation.utils",
+                          r"Passing `generation_config` together with generation-related arguments=\(\{'(output_"
+                          r"scores|return_dict_in_generate)', '(output_scores|return_dict_in_generate)'\}\)")]:
+    logging.getLogger(_logger).addFilter(lambda record, pattern=_pattern: not re.match(pattern, record.getMessage()))
+
+
+class RunRecorder(TrainerCallback):
+    """metrics.jsonl (each log) and completions.jsonl (`samples()` at each training log), append-only JSON lines
+    from the main process; a resumed run keeps each step once. (TRL's log_history is in memory, and on disk only in
+    checkpoints; log_completions' parquet is overwritten by eval logs.)"""
+
+    def __init__(self, output_dir: str, samples: Callable[[], list[dict]]):
+        self.output_dir, self.samples, self.history = Path(output_dir), samples, []
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:  # afresh, or up to the checkpoint resumed from
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            for name in ("metrics.jsonl", "completions.jsonl"):
+                kept = [r for r in read_jsonl_lenient(self.output_dir / name) if r["step"] <= state.global_step]
+                write_atomic(self.output_dir / name, "".join(json.dumps(r) + "\n" for r in kept))
+                self.history = kept if name == "metrics.jsonl" else self.history
+
+    def on_step_end(self, args, state, control, **kwargs):
+        control.should_log |= state.global_step >= state.max_steps  # the last step, whatever --logging_steps says
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "train_runtime" in logs:
+            return
+        record = {"step": state.global_step, "wall_time": round(time.time(), 3), **logs}
+        self.history.append(record)
+        with open(self.output_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+        if "reward" in logs:  # a training log
+            with open(self.output_dir / "completions.jsonl", "a") as f:
+                f.writelines(json.dumps({"step": state.global_step, **row}) + "\n" for row in self.samples())
+
+
+class ShortLogs(ProgressCallback):
+    """transformers' progress bar, with a short line per log in place of the dict of every metric."""
+
+    KEYS = {"reward": "reward", "kl": "kl", "objective/kl": "kl", "loss": "loss", "eval_reward": "eval_reward"}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or self.training_bar is None or not logs or "train_runtime" in logs:
+            return
+        shown = {name: logs[k] for k, name in self.KEYS.items() if logs.get(k) is not None}
+        rewards = {k[8:-5]: v for k, v in logs.items() if k.startswith("rewards/") and k.endswith("/mean")}
+        shown |= {k: v for k, v in rewards.items() if v is not None} if len(rewards) > 1 else {}
+        if shown:
+            self.training_bar.write(f"step {state.global_step}/{state.max_steps}: "
+                                    + "  ".join(f"{k} {v:.4g}" for k, v in shown.items()))
+
+
+def tidy(trainer) -> None:
+    """Short log lines (--disable_tqdm keeps transformers' printer), and no hub model card in --output_dir unless the
+    run pushes to the hub: TRL writes one at every checkpoint, where a local model's links to huggingface.co/None."""
+    if trainer.pop_callback(ProgressCallback) is not None:
+        trainer.add_callback(ShortLogs)
+    if not trainer.args.push_to_hub:
+        trainer.create_model_card = lambda *args, **kwargs: None
+
+
+class NoSignalWatchdog(TrainerCallback):
+    """Warn (or with `stop`, stop cleanly) when `patience` logs in a row carry no learning signal: GRPO's groups all
+    alike (frac_reward_zero_std) or a flat reward. Also: a reward that scored nothing, and GRPO's zero loss at beta 0."""
+
+    FIXES = ("Usual fixes: more completions per prompt (--num_generations), a higher --temperature, a reward with "
+             "partial credit (e.g. add tag_count next to format), or check that the reward can read your completions "
+             "at all (look at completions.jsonl: is the answer where the parser looks?).")
+
+    def __init__(self, patience: int = 5, stop: bool = False, beta: float | None = None):
+        self.patience, self.stop, self.beta, self.recent, self.warned, self.told = patience, stop, beta, [], False, set()
+
+    def say(self, state, message: str) -> None:
+        if state.is_world_process_zero:
+            print(f"\n{message}")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        for key, value in (logs or {}).items():
+            name = key[8:-5]
+            if key.startswith("rewards/") and key.endswith("/mean") and value is None and name not in self.told:
+                self.told.add(name)
+                self.say(state, f"WARNING: reward '{name}' returned None for every completion at step "
+                         f"{state.global_step}: it could not score any of them, so it adds nothing to the reward. Check "
+                         "that the dataset has the columns it reads, and that its answers are where it looks "
+                         "(completions.jsonl).")
+        if not logs or logs.get("reward") is None:
+            return
+        self.recent = (self.recent + [logs])[-self.patience:]
+        rewards, reason = [log["reward"] for log in self.recent], None
+        if len(self.recent) == self.patience:
+            if all(log.get("frac_reward_zero_std", 0.0) >= 0.95 for log in self.recent):
+                reason = "frac_reward_zero_std >= 0.95: the completions of each prompt all got the same reward"
+            elif max(rewards) - min(rewards) < 1e-6:
+                reason = f"the mean reward has stayed at {rewards[-1]:.4g}"
+        if reason and not self.warned:
+            self.say(state, f"WARNING: no learning signal for {self.patience} logging steps (step {state.global_step}):"
+                     f" {reason}, so the advantages are zero and the policy does not change. {self.FIXES}")
+            if self.stop:
+                control.should_training_stop = True
+                self.say(state, "Stopping training (--stop_on_no_signal).")
+        self.warned = reason is not None  # warn again once signal is back and lost again
+        if self.beta == 0 and abs(logs.get("loss", 1.0)) < 1e-8 and "zero loss" not in self.told:
+            self.told.add("zero loss")
+            self.say(state, "NOTE: loss is 0 with beta=0. This is expected: GRPO's advantages have zero mean within "
+                     "each group, so the loss is about 0 at every step even while the policy learns. Watch the reward.")
+
+
+def record(trainer, script_args, beta: float | None = None, samples: Callable[[], list[dict]] | None = None):
+    """Add the run's records to `trainer`: metrics.jsonl and completions.jsonl (a GRPOTrainer's last generation batch,
+    unless `samples` gives the completions), short logs, and the no-signal watchdog (`beta`: GRPO's KL coefficient)."""
+    tidy(trainer)
+    recorder = RunRecorder(trainer.args.output_dir, samples or (lambda: grpo_completions(trainer)))
+    trainer.add_callback(recorder)
+    if script_args.no_signal_patience > 0:
+        trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, beta))
+    return recorder
+
+
+def grpo_completions(trainer) -> list[dict]:
+    """A GRPOTrainer's last generation batch, gathered from every process, one dict per completion: trl 1.12 keeps it
+    in the private `_logs` (tests/unit/test_trl_private_api.py watches it). From trl 1.13 a chat's prompt and
+    completion are messages, rendered here through the chat template as trl 1.12 logs them."""
+    logs, kwargs = trainer._logs, trainer.args.chat_template_kwargs
+    return [{**logged_text(trainer.processing_class, prompt, completion, trainer.tools, kwargs),
+             **{name: r[i] for name, r in logs["rewards"].items()},
+             **{column: values[i] for column, values in logs["extra"].items() if i < len(values)}}
+            for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"]))]
+
+
+def logged_text(tokenizer, prompt, completion, tools: list, chat_template_kwargs: dict | None) -> dict:
+    """A logged prompt and completion as text: as given (trl 1.12), or a chat's messages (trl 1.13 on) rendered
+    through the template with the run's tools, the ids decoded without special tokens, as trl 1.12 logs them."""
+    if isinstance(prompt, str):
+        return {"prompt": prompt, "completion": completion}
+    render = lambda messages, **kw: tokenizer.apply_chat_template(  # noqa: E731
+        messages, tools=tools or None, tokenize=True, return_dict=True, **kw, **(chat_template_kwargs or {}))["input_ids"]
+    prompt_ids = render(prompt, add_generation_prompt=True)
+    plain = isinstance(completion, str) or len(completion) == 1 and not completion[0].get("tool_calls")
+    text = (completion if isinstance(completion, str) else completion[0]["content"]) if plain else tokenizer.decode(
+        render(prompt + completion)[len(prompt_ids):], skip_special_tokens=True)
+    return {"prompt": tokenizer.decode(prompt_ids, skip_special_tokens=True), "completion": text}
+
+
+def start(trainer) -> float:
+    """Say how the run is spread over processes, just before training; the clock for summary.json's runtime."""
+    print_distributed_mode(trainer)
+    return time.perf_counter()
+
+
+def distributed_mode(trainer) -> dict:
+    """The distributed mode accelerate set up (not the one asked for): single process, DDP, FSDP<v>, DeepSpeed ZeRO-<n>."""
+    from accelerate.utils import DistributedType
+
+    accelerator, state = trainer.accelerator, trainer.accelerator.state
+    mode = {DistributedType.FSDP: lambda: f"FSDP{state.fsdp_plugin.fsdp_version}",
+            DistributedType.DEEPSPEED: lambda: f"DeepSpeed ZeRO-{state.deepspeed_plugin.zero_stage}"}.get(
+        state.distributed_type, lambda: "DDP" if accelerator.num_processes > 1 else "single process")()
+    return {"mode": mode, "processes": accelerator.num_processes, "device": accelerator.device.type,
+            "backend": state.backend}
+
+
+def describe(mode: dict) -> str:
+    """
+    >>> describe({"mode": "DDP", "processes": 2, "device": "cpu", "backend": "gloo"})
+    'DDP, 2 processes on cpu (gloo)'
+    """
+    processes = f"{mode['processes']} process{'es' if mode['processes'] > 1 else ''}"
+    return f"{mode['mode']}, {processes} on {mode['device']}" + (f" ({mode['backend']})" if mode["backend"] else "")
+
+
+def print_distributed_mode(trainer) -> None:
+    """The mode, before training; and on a busy CPU, what to set: beside other work torch's threads wait on each
+    other (BENCHMARKS.md, section 13)."""
+    if not trainer.accelerator.is_main_process:
+        return
+    print(f"distributed: {describe(distributed_mode(trainer))}", flush=True)
+    threads, cores = torch.get_num_threads(), os.cpu_count() or 1
+    load = getattr(os, "getloadavg", lambda: (0.0,))()[0]  # over the last minute; not on Windows
+    if trainer.accelerator.device.type == "cpu" and threads > 1 and load > cores / 2:
+        print(f"NOTE: this machine is busy (load average {load:.1f} on {cores} cores), and torch's {threads} threads "
+              "then wait on each other: beside other work, OMP_NUM_THREADS=1 ran the default runs 3.5x faster "
+              "(BENCHMARKS.md, section 13)", flush=True)
+
+
+def held_parameters(trainer) -> list[int]:
+    """The parameters each process holds (call on every process): all under DDP, about 1/N under FSDP or ZeRO-3."""
+    def local(p):
+        return p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.to_local().numel() if hasattr(
+            p, "to_local") else p.numel()
+
+    model = getattr(trainer, "model_wrapped", trainer.model)
+    held = torch.tensor([sum(local(p) for p in model.parameters())], device=trainer.accelerator.device)
+    return trainer.accelerator.gather(held).tolist()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write beside `path` and rename: a kill never leaves a half-written file."""
+    path.with_suffix(path.suffix + ".tmp").write_text(text)
+    os.replace(path.with_suffix(path.suffix + ".tmp"), path)
+
+
+def read_jsonl_lenient(path: Path) -> list[dict]:
+    """A JSON-lines file's records, without a last line a kill cut short; [] without the file."""
+    records = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return records
+
+
+def first_last(history: list[dict], key: str = "reward", fraction: float = 0.2) -> tuple[float, float]:
+    """The mean of `key` over the first and the last `fraction` of the logs that have it."""
+    values = [h[key] for h in history if h.get(key) is not None]
+    k = max(1, round(len(values) * fraction))
+    return (sum(values[:k]) / k, sum(values[-k:]) / k) if values else (float("nan"), float("nan"))
+
+
+def smoothed(values: list[float]) -> list[float]:
+    """A centred moving average over about a fifth of the points (at least 3): no lag at the curve's end.
+
+    >>> smoothed([0.0, 1.0, 0.0, 1.0])
+    [0.5, 0.3333333333333333, 0.6666666666666666, 0.5]
+    """
+    half = max(1, len(values) // 10)
+    return [sum(w) / len(w) for w in (values[max(0, i - half):i + half + 1] for i in range(len(values)))]
+
+
+def headline(metrics: dict) -> dict:
+    """A reward's before/after metrics: pass@1 and greedy accuracy where it is a correctness reward, else means."""
+    keys = ("pass@1", "greedy_accuracy") if "pass@1" in metrics else ("mean_reward", "greedy_reward")
+    return {key: metrics[key] for key in keys if metrics.get(key) is not None}
+
+
+def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, evaluation: dict | None) -> list[Path]:
+    """reward_curve.png (the training reward, each log and its moving average, each reward's where there are
+    several, TRL's eval reward; beside it the held-out before/after) and training_curves.png (a panel per reward,
+    KL, completion length, tool use). PNGs need no server or optional package, unlike --report_to's dashboards."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    held_out = {name: headline(m) for name, m in (evaluation or {}).get("after", {}).items()}
+    fig, axes = plt.subplots(1, 1 + bool(held_out), figsize=(11 if held_out else 7, 4), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]} if held_out else None)
+    series = lambda key: [(h["step"], h[key]) for h in history if h.get(key) is not None]  # noqa: E731
+    for i, key in enumerate(["reward"] + (reward_keys if len(reward_keys) > 1 else [])):
+        if points := series(key):
+            name = "reward" if key == "reward" else key[8:-5]
+            steps, values = zip(*points)
+            if key == "reward":
+                axes[0, 0].plot(steps, values, ".", color="C0", alpha=0.35, label="reward, each logged step")
+            axes[0, 0].plot(steps, smoothed(list(values)), color=f"C{i}", linewidth=2 if i == 0 else 1,
+                            label=f"{name}, moving average")
+    if points := series("eval_reward"):
+        axes[0, 0].plot(*zip(*points), linestyle="--", marker="o", color="C7", label="eval_reward (TRL's eval)")
+    axes[0, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0, 0].set(xlabel="step", ylabel="mean reward", title=f"{title}: training reward")
+    if held_out:
+        labels = [f"{name}\n{metric}" for name, metrics in held_out.items() for metric in metrics]
+        for offset, when in ((-0.2, "before"), (0.2, "after")):
+            heights = [evaluation.get(when, {}).get(n, {}).get(m) or 0.0 for n, ms in held_out.items() for m in ms]
+            axes[0, 1].bar_label(axes[0, 1].bar([i + offset for i in range(len(labels))], heights, width=0.4,
+                                                label=when), fmt="%.2f", fontsize=8)
+        axes[0, 1].set_xticks(range(len(labels)), labels, fontsize=8)
+        axes[0, 1].set_title("held-out prompts, before and after training")
+    for ax in axes[0]:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    paths = [out / "reward_curve.png", out / "training_curves.png"]
+    fig.tight_layout()
+    fig.savefig(paths[0], dpi=100)
+    plt.close(fig)
+
+    panels = [(key[8:-5], [key]) for key in reward_keys] + [
+        ("KL to the reference", ["kl", "objective/kl"]), ("completion length (tokens)", ["completions/mean_length"]),
+        ("tool use (per completion)", ["tools/call_frequency", "tools/failure_frequency"])]
+    panels = [(name, drawn) for name, keys in panels if (drawn := [k for k in keys if series(k)])]
+    if panels:
+        fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.2 * len(panels)), sharex=True, squeeze=False)
+        for ax, (name, keys) in zip(axes[:, 0], panels):
+            for key in keys:
+                ax.plot(*zip(*series(key)), label=key)
+            ax.set_title(name, fontsize=10)
+            ax.grid(alpha=0.3)
+        axes[-1, 0].set_xlabel("step")
+        fig.suptitle(title)
+        fig.tight_layout()
+        fig.savefig(paths[1], dpi=100)
+        plt.close(fig)
+    return [p for p in paths if p.exists()]
+
+
+def summarize(trainer, recorder: RunRecorder, started: float, args: list, title: str, evaluation: dict | None):
+    """summary.json, the plots, and the closing summary printed: the reward's first and last 20%, held-out before ->
+    after where it ran, where everything is. Call it on every process (each one's parameters are gathered)."""
+    held, runtime = held_parameters(trainer), time.perf_counter() - started
+    if not trainer.accelerator.is_main_process:
+        return
+    import accelerate
+    import datasets
+    import peft
+    import transformers
+    import trl
+
+    out, history = Path(trainer.args.output_dir), [h for h in recorder.history if "reward" in h]
+    first, last = first_last(history)
+    reward_keys = sorted({k for h in history for k in h if k.startswith("rewards/") and k.endswith("/mean")})
+    tool_keys = sorted({k for h in history for k in h if k.startswith("tools/")})
+    held_out = {name: {metric: [evaluation.get("before", {}).get(name, {}).get(metric), value]
+                       for metric, value in headline(metrics).items()}
+                for name, metrics in (evaluation or {}).get("after", {}).items()}
+    summary = {
+        "command": " ".join(sys.argv), **{name: asdict(a) if name != "training_args" else a.to_dict()
+                                          for name, a in zip(("script_args", "training_args", "model_args"), args)},
+        "versions": {"python": platform.python_version(), **{m.__name__: m.__version__ for m in (
+            torch, transformers, trl, peft, accelerate, datasets)}},
+        "world_size": trainer.accelerator.num_processes,
+        "distributed": {**distributed_mode(trainer), "held_parameters": held},
+        "global_step": trainer.state.global_step, "train_runtime": runtime,
+        "reward_first_20pct": first, "reward_last_20pct": last,
+        "reward_per_func_last": {k: history[-1][k] for k in reward_keys} if history else {},
+        # tool-calling GRPO: "more calls, more right answers" reads off one file
+        **({"first_last_20pct": {k: first_last(history, k) for k in reward_keys + tool_keys}} if tool_keys else {}),
+        **({"held_out_before_after": held_out} if held_out else {}),
+    }
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+    plots = plot(recorder.history, reward_keys, out, title, evaluation)
+    fmt = lambda value: "-" if value is None else f"{value:.3f}"  # noqa: E731
+    lines = [f"\n{title}: {trainer.state.global_step} steps in {runtime:.1f}s ({describe(summary['distributed'])})",
+             f"  mean reward, first 20% of logged steps: {first:.3f}", f"  mean reward, last 20% of logged steps:  {last:.3f}",
+             *(f"  {k}, first -> last 20%: {a:.3f} -> {b:.3f}" for k, (a, b) in summary.get("first_last_20pct", {}).items()),
+             *(f"  held-out {name} {metric}, before -> after: {fmt(a)} -> {fmt(b)}"
+               for name, metrics in held_out.items() for metric, (a, b) in metrics.items()),
+             f"  model:       {out}", f"  metrics:     {out / 'metrics.jsonl'}",
+             f"  completions: {out / 'completions.jsonl'}", f"  summary:     {out / 'summary.json'}",
+             f"  plots:       {', '.join(map(str, plots))}"]
+    if "tensorboard" in trainer.args.report_to:
+        lines.append(f"  tensorboard: tensorboard --logdir {os.environ.get('TENSORBOARD_LOGGING_DIR') or out / 'runs'}")
+    if "trackio" in trainer.args.report_to:
+        where = os.environ.get("TRACKIO_DIR")
+        lines.append(f"  trackio:     trackio show --project {trainer.args.project}"
+                     + (f"   (with TRACKIO_DIR={where})" if where else ""))
+    print("\n".join(lines))
