@@ -8,16 +8,12 @@
 A run without --config takes its settings from recipes/tiny/ppo.yaml; with one, from that recipe over TRL's
 defaults. Every option is a flag and a recipe key, and a flag wins (docs/options.md, docs/ppo.md).
 
-PPO (Schulman et al. 2017, as applied to language models by Ziegler et al. 2019) has four roles:
-    policy     the causal LM that trains; it samples one completion per prompt
-    reference  the frozen starting policy: each token's reward carries -kl_coef * (log pi - log pi_ref); under LoRA,
-               the policy with its adapter disabled
-    value      a critic predicting the reward still to come at every token: the policy's transformer under a new
-               one-output `score` layer (AutoModelForSequenceClassification), trained alongside (vf_coef)
-    reward     scores each finished completion: rewards.py's functions, weighted, or a reward model
-Advantages come from GAE (Schulman et al. 2016, Eq. 16; gamma, lam) over the per-token rewards; the policy takes
-num_ppo_epochs passes of the clipped surrogate (Schulman et al. 2017, Eq. 7; cliprange) over each batch. PPOTrainer
-does all of it, but takes only a reward *model*: RewardAdapter below dresses the reward functions up as one.
+PPO (Schulman et al. 2017; for language models, Ziegler et al. 2019): the policy samples one completion per prompt;
+each token's reward carries -kl_coef * (log pi - log pi_ref) to a frozen reference (under LoRA, the policy with its
+adapter off), and the completion's score arrives at its last token; a value model (the policy's transformer under a
+new one-output `score` head) predicts the reward to come, for GAE's advantages (Schulman et al. 2016, Eq. 16); the
+policy takes num_ppo_epochs passes of the clipped surrogate (Schulman et al. 2017, Eq. 7). PPOTrainer does all of
+it, but takes only a reward *model*: RewardAdapter below dresses rewards.py's functions up as one.
 
 To start your own, copy this file with rewards.py: the two train your model on your data with every TRL option.
 Copy extras/ too for the held-out evaluation, the run's records and plots, the code sandbox, and checks that stop a
@@ -28,15 +24,13 @@ mistake in one sentence. The default run also reads
 
 import gc
 import math
-import os
 import sys
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import transformers
 import yaml
 from accelerate import PartialState
 from accelerate.utils import gather_object
@@ -55,17 +49,17 @@ with warnings.catch_warnings():  # PPOTrainer is in trl.experimental in trl 1.12
     from trl.experimental.utils import first_true_indices, get_reward
 
 try:  # one-sentence checks, and the run's records and plots; a copy with rewards.py alone trains without them
-    from extras import cli, outputs
+    from extras import cli, outputs, ppo as extras_ppo
 except ModuleNotFoundError as missing:
     if missing.name != "extras":
         raise
-    cli = outputs = None
+    cli = outputs = extras_ppo = None
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_RECIPE = HERE / "recipes" / "tiny" / "ppo.yaml"  # a run without --config: the bundled tiny model, addition
 
-# Options that would train silently wrong here, refused with the reason (the many that PPOTrainer's own loop never
-# reads are refused too: extras/cli.py; tests/unit/test_options.py sorts every option into acting or refused)
+# Options that would train silently wrong here, refused with the reason (those PPOTrainer's own loop never reads are
+# refused too: extras/cli.py; tests/unit/test_options.py sorts every option into acting or refused)
 REFUSED = {
     "max_steps": "PPOTrainer ignores it: set --total_episodes, the prompts sampled in all (PPO updates x "
                  "per_device_train_batch_size x gradient_accumulation_steps x processes)",
@@ -73,48 +67,39 @@ REFUSED = {
     "dataset_streaming": "the script tokenizes the dataset whole; take a slice with --dataset_train_split 'train[:10%]'",
     "resume_from_checkpoint": "trl 1.12's PPOTrainer cannot resume from a checkpoint (trl #2657): it restores neither "
                               "the value model nor the optimizer. Start the run again, or use GRPO, which resumes",
-    "load_in_4bit": "the value model trains in full and the policy loads unquantized: QLoRA is GRPO's",
-    "load_in_8bit": "the value model trains in full and the policy loads unquantized: QLoRA is GRPO's",
-    "tools": "trl 1.12's PPOTrainer generates each completion in one turn; tool calling is GRPO's",
-    "environment_factory": "trl 1.12's PPOTrainer generates each completion in one turn; tool calling is GRPO's",
-    "gradient_checkpointing": "it is the old name of --activation_checkpointing, which wins over it: set that",
-    "gradient_checkpointing_kwargs": "it is the old name of --activation_checkpointing_kwargs: set that",
+    **dict.fromkeys(["load_in_4bit", "load_in_8bit"], "the value model trains in full: QLoRA is GRPO's"),
+    **dict.fromkeys(["tools", "environment_factory"], "PPOTrainer generates in one turn: tool calling is GRPO's"),
+    **dict.fromkeys(["gradient_checkpointing", "gradient_checkpointing_kwargs"], "it is the old name of "
+                    "--activation_checkpointing(_kwargs), which wins over it: set that"),
 }
 
 
 @dataclass
 class PPOScriptArguments(ScriptArguments, RewardArguments):
-    """The script's own options, on top of TRL's ScriptArguments (dataset_name, ...) and the rewards'
-    (rewards.RewardArguments). PPOConfig has --reward_model_path, --sft_model_path and the PPO settings."""
+    """The script's own options, on top of TRL's ScriptArguments (dataset_name, ...) and the rewards'. PPOConfig
+    has --sft_model_path (the policy), --reward_model_path and the PPO settings."""
 
-    reward_weights: list[float] | None = field(default=None, metadata={
-        "help": "One weight per reward function: the score is their weighted sum (default: all 1)."})
-    value_model_path: str | None = field(default=None, metadata={
-        "help": "The value model's checkpoint (default: the policy's, with a new value head)."})
+    reward_weights: list[float] | None = field(default=None, metadata={"help": "Each reward's weight (default 1)."})
+    value_model_path: str | None = field(default=None, metadata={"help": "Default: the policy, with a new value head."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow models that run their own code."})
     dataset_prompt_column: str = field(default="prompt", metadata={"help": "The prompt column, renamed `prompt`."})
-    dataset_answer_column: str | None = field(default=None, metadata={
-        "help": "The gold answer's column, if it is not `answer`: renamed `answer`, which `accuracy` reads."})
-    system_prompt: str | None = field(default=None, metadata={"help": "A system message put before every prompt."})
-    eval_num_samples: int = field(default=0, metadata={
-        "help": "K > 0: sample K completions and one greedy per held-out prompt before and after training, and report "
-                "pass@1, pass@K, maj@K and greedy accuracy (eval.json). Needs extras/."})
+    dataset_answer_column: str | None = field(default=None, metadata={"help": "The gold's, renamed `answer`."})
+    system_prompt: str | None = field(default=None, metadata={"help": "A system message before every prompt."})
+    eval_num_samples: int = field(default=0, metadata={"help": "K > 0: held-out pass@K before and after (extras/)."})
     eval_max_prompts: int = field(default=256, metadata={"help": "Evaluate at most this many held-out prompts."})
-    eval_only: bool = field(default=False, metadata={
-        "help": "Train nothing: evaluate --model_name_or_path (a model or a LoRA adapter) as this run would."})
-    no_signal_patience: int = field(default=5, metadata={
-        "help": "Warn after this many updates without a learning signal (0: never)."})
+    eval_only: bool = field(default=False, metadata={"help": "Evaluate --model_name_or_path (or its adapter) only."})
+    no_signal_patience: int = field(default=5, metadata={"help": "Warn after this many updates without signal."})
     stop_on_no_signal: bool = field(default=False, metadata={"help": "Stop cleanly at that warning."})
     tools: list[str] = field(default_factory=list, metadata={"help": "Refused: tool calling is GRPO's."})
-    environment_factory: str | None = field(default=None, metadata={"help": "Refused: tool calling is GRPO's."})
+    environment_factory: str | None = field(default=None, metadata={"help": "Refused, as --tools."})
 
 
 def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig):
     set_seed(training_args.seed)  # before any weights load: it fixes the value head's, and an added pad token's, start
     training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]  # a,b
-    if cli:  # the run's paths, models, launch and packages
+    if cli:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         cli.check(script_args, training_args, model_args)
-        check_ppo_options(script_args, training_args)
+        extras_ppo.check_options(script_args, training_args)
     # The policy is --sft_model_path when set (TRL's name), else --model_name_or_path; its tokenizer comes with it
     policy_path = training_args.sft_model_path or model_args.model_name_or_path
 
@@ -137,7 +122,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
                     for d in (train_dataset, eval_dataset) if d is not None]
     train_dataset, eval_dataset = datasets[0], datasets[1] if len(datasets) > 1 else None
     if cli:
-        check_prompts(datasets, tokenizer, training_args)
+        extras_ppo.check_prompts(datasets, tokenizer, training_args)
 
     ################
     # Rewards
@@ -160,23 +145,16 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs)
     fit_to_tokenizer(policy, tokenizer)
     if script_args.eval_only:
-        return extra("evaluation", "--eval_only").ppo_evaluate_only(policy, tokenizer, eval_dataset, eval_source,
-                                                                    reward_funcs, script_args, training_args)
+        return extra("ppo", "--eval_only").evaluate_only(policy, tokenizer, eval_dataset, eval_source, reward_funcs,
+                                                         script_args, training_args)
     peft_config = get_peft_config(model_args)  # None unless --use_peft
     # The reference: a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead
     ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs) if peft_config is None else None
-    # The value model: the policy's transformer under a new one-output `score` layer, the value head
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()  # its load report would call the value head missing, as it is new
-    value_model, loading = AutoModelForSequenceClassification.from_pretrained(
-        script_args.value_model_path or policy_path, num_labels=1, output_loading_info=True, **model_kwargs)
-    transformers.logging.set_verbosity(verbosity)
-    new = sorted(loading["missing_keys"])
-    if PartialState().is_main_process and new:
-        heads = [k for k in new if k.startswith("score.")]
-        print(f"value model: {script_args.value_model_path or policy_path} with a new value head ({', '.join(heads)}),"
-              " which starts at random and trains with the policy" if new == heads else
-              f"WARNING: the value model lacks {', '.join(new)}: they start at random")
+    # The value model: the policy's transformer under a new one-output `score` layer, the value head (whose load
+    # report, calling the head missing, extras/ppo.py puts in one line)
+    value_path = script_args.value_model_path or policy_path
+    with extras_ppo.new_value_head(value_path) if extras_ppo else nullcontext():
+        value_model = AutoModelForSequenceClassification.from_pretrained(value_path, num_labels=1, **model_kwargs)
     reward_model = None
     if training_args.reward_model_path:  # it reads the policy's ids: PPOTrainer hands it them
         reward_model = AutoModelForSequenceClassification.from_pretrained(
@@ -215,8 +193,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     )
     evaluation, recorder = None, None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
-        evaluation = extra("evaluation", "--eval_num_samples").for_ppo(trainer, eval_dataset, eval_source,
-                                                                        reward_funcs, script_args)
+        evaluation = extra("ppo", "--eval_num_samples").evaluation(trainer, eval_dataset, eval_source, reward_funcs,
+                                                                   script_args)
         trainer.add_callback(evaluation)
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog
         recorder = outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
@@ -237,13 +215,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
 
 class RewardAdapter(nn.Module):
-    """Reward functions (or a reward model) in the form of the reward model trl 1.12's PPOTrainer takes, without
-    patching TRL. PPOTrainer scores prompt + completion ids with `get_reward`: it runs
+    """Reward functions as the reward model trl 1.12's PPOTrainer takes. Its `get_reward` runs
     `getattr(model, model.base_model_prefix)(input_ids, attention_mask)`, passes the last hidden state through
-    `model.score`, and reads it at each completion's last token. Here `backbone` decodes each row, calls the reward
-    functions with its dataset row's columns (prompts are left-padded to `prompt_width`, and each row is found by its
-    prompt's ids) and returns their weighted sum at every position; `score` is the identity. None counts as 0 in the
-    sum (GRPOTrainer's nansum). With a reward model, `backbone` runs TRL's own get_reward on it."""
+    `model.score` and reads it at each completion's end: here `backbone` decodes each row, finds its dataset row by the
+    prompt's ids (left-padded to `prompt_width`), and returns the rewards' weighted sum (None as 0, as GRPOTrainer's
+    nansum) at every position; `score` is the identity. With a reward model, `backbone` runs get_reward on it."""
 
     base_model_prefix = "backbone"
 
@@ -399,10 +375,9 @@ def prompt_ids(tokenizer, prompt) -> list[int]:
 
 
 def set_ppo_pad_token(tokenizer, policy_path: str) -> None:
-    """A pad token that is no stop token, from the vocabulary where it can be, so that no embedding row is added and a
-    LoRA adapter stays adapter-sized: one named for padding, the unknown token, a reserved one; never the bos, an eos
-    (the tokenizer's or the generation config's) or a token the chat template writes. Else a new `<|pad|>`. (TRL's
-    own PPO example adds `[PAD]` and never resizes: that works only where the embeddings have spare rows.)"""
+    """A pad that is no stop token, from the vocabulary where it can be (no new embedding row: a LoRA adapter stays
+    small): one named for padding, the unknown token, a reserved one; never the bos, an eos, or a token the chat
+    template writes. Else a new `<|pad|>`. (TRL's PPO example adds `[PAD]`, and works only with spare embedding rows.)"""
     stops = {tokenizer.eos_token_id}
     try:  # the model's own stop tokens (Llama 3 and Qwen3 list several)
         eos = GenerationConfig.from_pretrained(policy_path).eos_token_id
@@ -440,45 +415,6 @@ def plain_generation_config(tokenizer) -> GenerationConfig:
     """The policy's generation config while PPO samples: its special tokens, and no processors."""
     return GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                             pad_token_id=tokenizer.pad_token_id)
-
-
-def check_ppo_options(script_args: PPOScriptArguments, training_args: PPOConfig) -> None:
-    """What trl 1.12's PPOTrainer would fail on late or ignore, in one line each, before anything loads."""
-    rollout = training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
-    if rollout % training_args.num_mini_batches:
-        sys.exit(f"error: per_device_train_batch_size x gradient_accumulation_steps ({rollout}) must split into "
-                 f"--num_mini_batches ({training_args.num_mini_batches}) equal minibatches")
-    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
-        sys.exit("error: PPO does not run under DeepSpeed here: trl 1.12's PPOTrainer fails when it saves (it hands "
-                 "transformers the policy as the DeepSpeed engine), and ZeRO-3 cannot wrap the reward functions' "
-                 "adapter, which has no parameters; launch with accelerate_configs/ddp.yaml")
-    if training_args.save_strategy in ("epoch", "best"):
-        sys.exit(f"error: --save_strategy {training_args.save_strategy} never saves under trl 1.12's PPOTrainer, "
-                 "which has no epochs or evaluation; use --save_strategy steps --save_steps N")
-    if training_args.reward_model_path and script_args.reward_weights is not None:
-        sys.exit("error: --reward_weights weighs --reward_funcs, which --reward_model_path replaces")
-    if (weights := script_args.reward_weights) is not None and len(weights) != len(script_args.reward_funcs):
-        sys.exit(f"error: {len(weights)} --reward_weights for {len(script_args.reward_funcs)} --reward_funcs")
-
-
-def check_prompts(datasets: list, tokenizer, training_args: PPOConfig) -> None:
-    """Prompts PPOTrainer would mishandle, in one line each: too few for a rollout (its dataloader drops the last
-    partial batch and would loop forever), a reward model with another tokenizer, or a prompt holding the pad token
-    (which PPOTrainer takes for padding)."""
-    rollout = (training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
-               * PartialState().num_processes)
-    if len(datasets[0]) < rollout:
-        sys.exit(f"error: the training split has {len(datasets[0])} prompts, fewer than one PPO rollout "
-                 f"(per_device_train_batch_size x gradient_accumulation_steps x processes = {rollout}); use more "
-                 "prompts or a smaller batch")
-    if training_args.reward_model_path:
-        probe = "The reward model reads the policy's token ids: 3 + 4 = 7."
-        if AutoTokenizer.from_pretrained(training_args.reward_model_path)(probe).input_ids != tokenizer(probe).input_ids:
-            sys.exit(f"error: the reward model {training_args.reward_model_path} has a different tokenizer from the "
-                     "policy's; PPOTrainer feeds it the policy's token ids, so they must share one")
-    if any(tokenizer.pad_token_id in ids for d in datasets for ids in d["input_ids"]):
-        sys.exit(f"error: a prompt holds the pad token {tokenizer.pad_token!r}, which PPO would mask out as padding "
-                 "(the tokenizer writes it for text it does not know); clean the prompts")
 
 
 def extra(name: str, flag: str):

@@ -8,7 +8,6 @@ import json
 import math
 import time
 from collections import Counter
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -272,57 +271,3 @@ def format_table(columns: dict[str, dict]) -> str:
             values = (column.get(name, {}).get(metric) for column in columns.values())
             lines.append(f"{name:<14}{metric:<18}" + "".join(f"{'-' if v is None else f'{v:.3f}':>8}" for v in values))
     return "\n".join(lines)
-
-
-def for_ppo(trainer, dataset, source: str, reward_funcs: list, script_args) -> BeforeAfterEval:
-    """The evaluation of a PPOTrainer's policy, sampled as trl 1.12's PPOTrainer samples (`ppo_sampling`); a reward
-    model scores the policy's own ids, as in training."""
-    from trl.models import unwrap_model_for_generation
-
-    args, tokenizer = trainer.args, trainer.processing_class
-    rewards = reward_funcs or [reward_model_reward(trainer.reward_model.reward_model, tokenizer,
-                                                   args.per_device_eval_batch_size)]
-
-    @contextmanager
-    def policy():
-        with unwrap_model_for_generation(trainer.model, trainer.accelerator) as unwrapped:
-            yield unwrapped.policy  # PPOTrainer wraps policy and value model together
-
-    return BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples,
-                           script_args.eval_max_prompts, ppo_sampling(args, tokenizer, trainer.stop_token_id), args.seed,
-                           policy, trainer.accelerator, args.output_dir, args.per_device_eval_batch_size)
-
-
-def ppo_sampling(args, tokenizer, stop: int | None) -> Sampling:
-    """PPOTrainer's GenerationConfig (its `train` builds the same), and its cut: up to and including the first stop
-    token (`truncate_response`), then up to the first pad (`get_reward`'s end)."""
-    config = GenerationConfig(max_new_tokens=args.response_length, temperature=args.temperature + 1e-7, top_k=0.0,
-                              top_p=1.0, do_sample=True, eos_token_id=stop, pad_token_id=tokenizer.pad_token_id)
-
-    def end(ids: list[int]) -> list[int]:
-        ids = ids[: ids.index(stop) + 1] if stop is not None and stop in ids else ids
-        return ids[: ids.index(tokenizer.pad_token_id)] if tokenizer.pad_token_id in ids else ids
-
-    return Sampling(config, end)
-
-
-def reward_model_reward(reward_model, tokenizer, batch_size: int) -> RewardModelReward:
-    """A PPO reward model as the evaluation's reward: it scores the policy's own ids, as in training."""
-    return RewardModelReward(reward_model, "reward_model", lambda prompt, completion, ids: prompt_token_ids(
-        tokenizer, prompt) + ids, tokenizer.pad_token_id, batch_size)
-
-
-def ppo_evaluate_only(policy, tokenizer, dataset, source: str, reward_funcs: list, script_args, args) -> None:
-    """--eval_only for PPO: the policy as it is, sampled as PPOTrainer would, with no value model, reference or
-    trainer; eval.json and the table as a training run writes them."""
-    from transformers import AutoModelForSequenceClassification
-
-    state = PartialState()
-    policy.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, pad_token_id=tokenizer.pad_token_id,
-                                                eos_token_id=tokenizer.eos_token_id)
-    rewards = reward_funcs or [reward_model_reward(AutoModelForSequenceClassification.from_pretrained(
-        args.reward_model_path, num_labels=1).eval().to(state.device), tokenizer, args.per_device_eval_batch_size)]
-    stop = tokenizer.eos_token_id if args.stop_token == "eos" else args.stop_token_id  # PPOTrainer's stop token
-    BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples, script_args.eval_max_prompts,
-                    ppo_sampling(args, tokenizer, stop), args.seed, lambda: nullcontext(policy.to(state.device)), state,
-                    args.output_dir, args.per_device_eval_batch_size).evaluate_only(step=0)

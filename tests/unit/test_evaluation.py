@@ -135,7 +135,7 @@ def test_grpo_keeps_a_completion_up_to_its_first_stop_token():
 
 def test_ppo_ends_a_completion_where_ppo_trainer_does():
     """PPO's rule (`ppo_sampling`) also cuts at its first pad, which GRPO keeps."""
-    from extras.evaluation import ppo_sampling
+    from extras.ppo import sampling as ppo_sampling
 
     args = SimpleNamespace(response_length=8, temperature=0.7)
     ppo = lambda stop: ppo_sampling(args, SimpleNamespace(pad_token_id=0), stop)  # noqa: E731
