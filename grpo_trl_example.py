@@ -2,8 +2,7 @@
 
     python grpo_trl_example.py      # the bundled tiny model learns addition on a CPU, in under a minute
     python grpo_trl_example.py --config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml
-    accelerate launch --config_file accelerate_configs/zero2.yaml --num_processes 8 grpo_trl_example.py \\
-        --config recipes/Qwen2.5-0.5B-Instruct/grpo/config_gsm8k.yaml
+    accelerate launch --config_file accelerate_configs/zero2.yaml grpo_trl_example.py --config RECIPE.yaml
 
 A run without --config takes its settings from recipes/tiny/grpo.yaml; with one, from that recipe over TRL's
 defaults. Every option is a flag and a recipe key, and a flag wins (docs/options.md).
@@ -21,6 +20,7 @@ that stop a mistake in one sentence. The default run also reads
 """
 
 import gc
+import importlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +76,7 @@ class GRPOScriptArguments(ScriptArguments, RewardArguments):
     eval_only: bool = field(default=False, metadata={
         "help": "Train nothing: evaluate --model_name_or_path (a model or a LoRA adapter) as this run would."})
     tools: list[str] = field(default_factory=list, metadata={
-        "help": "Tools the model may call while it generates: calculator, python, or module.function (extras/tools.py)."})
+        "help": "Tools the model may call: calculator, python, or module.function (extras/tools.py)."})
     environment_factory: str | None = field(default=None, metadata={
         "help": "A stateful environment whose methods are tools: notebook, or module.Class (extras/tools.py)."})
     no_signal_patience: int = field(default=5, metadata={
@@ -120,8 +120,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         cli.check_columns(reward_funcs, [train_dataset, eval_dataset], script_args.dataset_name)
     tools, environment_factory = [], None
     if script_args.tools or script_args.environment_factory:  # GRPOTrainer runs each call and feeds the result back
-        tools, environment_factory, reward_funcs = extra("tools", "--tools").setup(script_args, model_args, train_dataset,
-                                                                                    reward_funcs)
+        tools, environment_factory, reward_funcs = extra("tools", "--tools").setup(
+            script_args, model_args, train_dataset, reward_funcs)
 
     ################
     # Model
@@ -151,7 +151,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         tools=tools or None,
         environment_factory=environment_factory,
     )
-    evaluation, recorder = None, None
+    evaluation = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
         evaluation = extra("evaluation", "--eval_num_samples").for_grpo(trainer, eval_dataset, eval_source,
                                                                          reward_funcs, script_args)
@@ -159,9 +159,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         if script_args.eval_only:
             evaluation.evaluate_only(trainer.state.global_step)
             return trainer.accelerator.end_training()
-    if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog
-        recorder = outputs.record(trainer, script_args, beta=training_args.beta)
-    start = outputs.start(trainer) if outputs else None
+    if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
+        recorder, start = outputs.record(trainer, script_args, beta=training_args.beta)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
 
     ################
@@ -177,27 +176,27 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
 
 
 def load_prompts(args: GRPOScriptArguments):
-    """--dataset_name (a hub id, a folder, or one .jsonl/.json/.csv/.parquet file) -> the train and test splits (None
-    where there is none; a split may be sliced, `train[:10%]`), with `prompt` and `answer` columns."""
-    path, builders = Path(args.dataset_name), {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-    source = dict(path=builders[path.suffix], data_files=str(path)) if path.suffix in builders else dict(
-        path=args.dataset_name, name=args.dataset_config)
-    try:  # an unknown split or column: datasets' message names those there are
-        splits = [load_dataset(**source, split=args.dataset_train_split)]
+    """--dataset_name (a hub id, a folder, or a .jsonl/.json/.csv/.parquet file) -> its train and test splits (None
+    where there is none; `train[:10%]` slices one), with `prompt` and `answer` columns."""
+    builder = dict(jsonl="json", json="json", csv="csv", parquet="parquet").get(Path(args.dataset_name).suffix[1:])
+    source = dict(path=builder, data_files=args.dataset_name) if builder else dict(path=args.dataset_name,
+                                                                                   name=args.dataset_config)
+    splits = []
+    for split in (args.dataset_train_split, args.dataset_test_split):
         try:
-            splits.append(load_dataset(**source, split=args.dataset_test_split))
-        except ValueError:  # no such split
-            splits.append(None)
-        for flag, name in [("dataset_prompt_column", "prompt"), ("dataset_answer_column", "answer")]:
-            for i, split in enumerate(splits):
-                if (column := getattr(args, flag)) not in (None, name) and split is not None:
-                    if column not in split.column_names:
-                        sys.exit(f"error: --{flag} {column}: no such column in {args.dataset_name}; its columns are: "
-                                 f"{', '.join(split.column_names)}")
-                    splits[i] = split.remove_columns([c for c in [name] if c in split.column_names]).rename_column(
-                        column, name)
-    except ValueError as err:
-        sys.exit(f"error: --dataset_name {args.dataset_name}: {err}")
+            splits.append(load_dataset(**source, split=split))
+        except ValueError as err:  # an unknown split: datasets' message names those there are
+            if not splits:
+                sys.exit(f"error: --dataset_name {args.dataset_name}: {err}")
+            splits.append(None)  # no test split
+    for flag, name in [("dataset_prompt_column", "prompt"), ("dataset_answer_column", "answer")]:
+        for i, split in enumerate(splits):
+            if (column := getattr(args, flag)) in (None, name) or split is None:
+                continue
+            if column not in split.column_names:
+                sys.exit(f"error: --{flag} {column}: no such column in {args.dataset_name}; its columns are: "
+                         f"{', '.join(split.column_names)}")
+            splits[i] = split.remove_columns([c for c in [name] if c in split.column_names]).rename_column(column, name)
     if args.system_prompt:  # prompts become conversations, with the system message first
         system = [{"role": "system", "content": args.system_prompt}]
         splits = [s.map(lambda p: {"prompt": system + (p if isinstance(p, list) else [{"role": "user", "content": p}])},
@@ -207,20 +206,16 @@ def load_prompts(args: GRPOScriptArguments):
 
 def extra(name: str, flag: str):
     """extras/<name>.py, which `flag` needs: a copy of this script without the folder stops in one sentence."""
-    import importlib
-
     try:
         return importlib.import_module(f"extras.{name}")
     except ModuleNotFoundError as missing:
         if missing.name not in ("extras", f"extras.{name}"):
             raise
-        raise SystemExit(f"error: {flag} needs extras/{name}.py beside {Path(__file__).name}: copy the extras/ "
-                         "folder from the repository") from None
+        sys.exit(f"error: {flag} needs extras/{name}.py: copy the extras/ folder beside {Path(__file__).name}")
 
 
 def make_parser(default_run: bool = True) -> TrlParser:
-    """The command line: TRL's configs, the CPU's defaults where there is no GPU, and for the default run (no
-    --config) recipes/tiny/grpo.yaml, its bundled model and data found from this folder wherever the run starts."""
+    """TRL's configs, with the CPU's defaults where there is no GPU, and without --config recipes/tiny/grpo.yaml."""
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
@@ -237,9 +232,7 @@ def make_parser(default_run: bool = True) -> TrlParser:
 
 if __name__ == "__main__":
     parser = make_parser(default_run="--config" not in sys.argv)
-    if cli:  # one-sentence errors, the nearest option to a mistyped one, refusals, a readable --help
-        script_args, training_args, model_args = cli.parse(parser, REFUSED)
-    else:
-        script_args, training_args, model_args = parser.parse_args_and_config()
+    # With extras/: one-sentence errors, the nearest option to a mistyped one, refusals, a readable --help
+    script_args, training_args, model_args = cli.parse(parser, REFUSED) if cli else parser.parse_args_and_config()
     main(script_args, training_args, model_args)
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)

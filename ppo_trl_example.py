@@ -2,31 +2,26 @@
 
     python ppo_trl_example.py       # the bundled tiny model learns addition on a CPU, in under a minute
     python ppo_trl_example.py --config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml
-    accelerate launch --config_file accelerate_configs/ddp.yaml --num_processes 8 ppo_trl_example.py \\
-        --config recipes/Qwen2.5-0.5B-Instruct/ppo/config_gsm8k.yaml
+    accelerate launch --config_file accelerate_configs/ddp.yaml ppo_trl_example.py --config RECIPE.yaml
 
-A run without --config takes its settings from recipes/tiny/ppo.yaml; with one, from that recipe over TRL's
-defaults. Every option is a flag and a recipe key, and a flag wins (docs/options.md, docs/ppo.md).
+Settings: recipes/tiny/ppo.yaml without --config, else that recipe over TRL's defaults; a flag wins (docs/options.md).
+PPO (Schulman et al. 2017; Ziegler et al. 2019): one completion per prompt, scored at its last token, a per-token KL
+penalty kl_coef to a frozen reference, a value model (the policy's transformer under a new `score` head) for GAE's
+advantages, and num_ppo_epochs passes of the clipped surrogate (docs/ppo.md). PPOTrainer does it all, but takes only a
+reward *model*: RewardAdapter below dresses rewards.py's functions up as one.
 
-PPO (Schulman et al. 2017; for language models, Ziegler et al. 2019): the policy samples one completion per prompt;
-each token's reward carries -kl_coef * (log pi - log pi_ref) to a frozen reference (under LoRA, the policy with its
-adapter off), and the completion's score arrives at its last token; a value model (the policy's transformer under a
-new one-output `score` head) predicts the reward to come, for GAE's advantages (Schulman et al. 2016, Eq. 16); the
-policy takes num_ppo_epochs passes of the clipped surrogate (Schulman et al. 2017, Eq. 7). PPOTrainer does all of
-it, but takes only a reward *model*: RewardAdapter below dresses rewards.py's functions up as one.
-
-To start your own, copy this file with rewards.py: the two train your model on your data with every TRL option.
-Copy extras/ too for the held-out evaluation, the run's records and plots, the code sandbox, and checks that stop a
-mistake in one sentence. The default run also reads
+Copy this file with rewards.py to train your model on your data; copy extras/ too for the held-out evaluation, the
+run's records and plots, the code sandbox and one-sentence checks. The default run also reads
 
     recipes/tiny/ppo.yaml assets/tiny-llama-addition assets/addition
 """
 
 import gc
+import importlib
 import math
 import sys
 import warnings
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,26 +53,22 @@ except ModuleNotFoundError as missing:
 HERE = Path(__file__).resolve().parent
 DEFAULT_RECIPE = HERE / "recipes" / "tiny" / "ppo.yaml"  # a run without --config: the bundled tiny model, addition
 
-# Options that would train silently wrong here, refused with the reason (those PPOTrainer's own loop never reads are
-# refused too: extras/cli.py; tests/unit/test_options.py sorts every option into acting or refused)
+# Options that would train silently wrong, refused with the reason (extras/cli.py refuses those PPOTrainer never reads)
 REFUSED = {
-    "max_steps": "PPOTrainer ignores it: set --total_episodes, the prompts sampled in all (PPO updates x "
-                 "per_device_train_batch_size x gradient_accumulation_steps x processes)",
+    "max_steps": "PPOTrainer ignores it: set --total_episodes, the prompts sampled in all (docs/ppo.md)",
     "remove_unused_columns": "the script passes PPOTrainer only the input_ids column",
-    "dataset_streaming": "the script tokenizes the dataset whole; take a slice with --dataset_train_split 'train[:10%]'",
-    "resume_from_checkpoint": "trl 1.12's PPOTrainer cannot resume from a checkpoint (trl #2657): it restores neither "
-                              "the value model nor the optimizer. Start the run again, or use GRPO, which resumes",
+    "dataset_streaming": "the script tokenizes the dataset whole: slice it, --dataset_train_split 'train[:10%]'",
+    "resume_from_checkpoint": "trl 1.12's PPOTrainer restores neither value model nor optimizer (trl #2657); GRPO can",
     **dict.fromkeys(["load_in_4bit", "load_in_8bit"], "the value model trains in full: QLoRA is GRPO's"),
     **dict.fromkeys(["tools", "environment_factory"], "PPOTrainer generates in one turn: tool calling is GRPO's"),
-    **dict.fromkeys(["gradient_checkpointing", "gradient_checkpointing_kwargs"], "it is the old name of "
-                    "--activation_checkpointing(_kwargs), which wins over it: set that"),
+    "gradient_checkpointing": "it is the old name of --activation_checkpointing, which wins over it: set that",
+    "gradient_checkpointing_kwargs": "it is the old name of --activation_checkpointing_kwargs: set that",
 }
 
 
 @dataclass
 class PPOScriptArguments(ScriptArguments, RewardArguments):
-    """The script's own options, on top of TRL's ScriptArguments (dataset_name, ...) and the rewards'. PPOConfig
-    has --sft_model_path (the policy), --reward_model_path and the PPO settings."""
+    """The script's options, over TRL's ScriptArguments and the rewards'; PPOConfig has the policy and reward model."""
 
     reward_weights: list[float] | None = field(default=None, metadata={"help": "Each reward's weight (default 1)."})
     value_model_path: str | None = field(default=None, metadata={"help": "Default: the policy, with a new value head."})
@@ -100,8 +91,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if cli:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         cli.check(script_args, training_args, model_args)
         extras_ppo.check_options(script_args, training_args)
-    # The policy is --sft_model_path when set (TRL's name), else --model_name_or_path; its tokenizer comes with it
-    policy_path = training_args.sft_model_path or model_args.model_name_or_path
+    policy_path = training_args.sft_model_path or model_args.model_name_or_path  # TRL's name for it, or ours
 
     ################
     # Dataset and tokenizer
@@ -112,8 +102,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     with PartialState().main_process_first():  # one process prepares it, the others read its cache
         train_dataset, eval_dataset = load_prompts(script_args)
         if isinstance(train_dataset[0]["prompt"], list) and tokenizer.chat_template is None:
-            sys.exit(f"error: the prompts are conversations, but {policy_path}'s tokenizer has no chat template; use "
-                     "plain-text prompts and no --system_prompt")
+            sys.exit(f"error: the prompts are conversations and {policy_path}'s tokenizer has no chat template")
         eval_source = f"split '{script_args.dataset_test_split}'"
         if script_args.eval_num_samples > 0:  # no test split: hold out a seeded 10% of train
             train_dataset, eval_dataset, eval_source = extra("evaluation", "--eval_num_samples").held_out(
@@ -139,9 +128,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ################
     # Models
     ################
-    model_kwargs = dict(revision=model_args.model_revision, dtype=model_args.dtype,
-                        attn_implementation=model_args.attn_implementation,
-                        trust_remote_code=script_args.trust_remote_code)
+    model_kwargs = dict(revision=model_args.model_revision, dtype=model_args.dtype, trust_remote_code=script_args.
+                        trust_remote_code, attn_implementation=model_args.attn_implementation)
     policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs)
     fit_to_tokenizer(policy, tokenizer)
     if script_args.eval_only:
@@ -150,8 +138,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     peft_config = get_peft_config(model_args)  # None unless --use_peft
     # The reference: a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead
     ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs) if peft_config is None else None
-    # The value model: the policy's transformer under a new one-output `score` layer, the value head (whose load
-    # report, calling the head missing, extras/ppo.py puts in one line)
+    # The value model: the policy's transformer under a new one-output `score` head (extras/ppo.py says so in a line)
     value_path = script_args.value_model_path or policy_path
     with extras_ppo.new_value_head(value_path) if extras_ppo else nullcontext():
         value_model = AutoModelForSequenceClassification.from_pretrained(value_path, num_labels=1, **model_kwargs)
@@ -159,19 +146,16 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if training_args.reward_model_path:  # it reads the policy's ids: PPOTrainer hands it them
         reward_model = AutoModelForSequenceClassification.from_pretrained(
             training_args.reward_model_path, num_labels=1, **{k: v for k, v in model_kwargs.items() if k != "revision"})
-        if PartialState().is_main_process:
-            print(f"scoring with the reward model {training_args.reward_model_path}; --reward_funcs is not used")
-    for model in (ref_policy, value_model, reward_model):
-        if model is not None:
-            fit_to_tokenizer(model, tokenizer)
+    for model in [m for m in (ref_policy, value_model, reward_model) if m is not None]:
+        fit_to_tokenizer(model, tokenizer)
     if training_args.activation_checkpointing:  # trl 1.12's PPOTrainer reads the flag but never acts on it
         kwargs = dict(training_args.activation_checkpointing_kwargs or {})
         layers, offload = kwargs.pop("every_n_layers", 1), kwargs.pop("offload", False)
         for model in (policy, value_model):
             model.activation_checkpointing_enable(kwargs or None, every_n_layers=layers, offload=offload)
-    # PPO scores samples with the plain policy: none of the processors (a repetition_penalty) the model may ship,
-    # while it trains; its own config is put back before it is saved
-    shipped_generation_config, policy.generation_config = policy.generation_config, plain_generation_config(tokenizer)
+    # PPO samples the plain policy: no processors (a repetition_penalty) from its own config, put back to save
+    shipped_generation_config, policy.generation_config = policy.generation_config, GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
 
     ################
     # Training
@@ -191,14 +175,12 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         data_collator=DataCollatorWithPadding(tokenizer, padding="max_length", max_length=prompt_width),
         peft_config=peft_config,
     )
-    evaluation, recorder = None, None
-    if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
+    evaluation = None  # held-out pass@k before and after training, sampled as training samples
+    if script_args.eval_num_samples > 0:
         evaluation = extra("ppo", "--eval_num_samples").evaluation(trainer, eval_dataset, eval_source, reward_funcs,
                                                                    script_args)
-        trainer.add_callback(evaluation)
-    if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog
-        recorder = outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
-    start = outputs.start(trainer) if outputs else None
+    if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
+        recorder, start = outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
     trainer.train()
 
     ################
@@ -215,11 +197,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
 
 class RewardAdapter(nn.Module):
-    """Reward functions as the reward model trl 1.12's PPOTrainer takes. Its `get_reward` runs
-    `getattr(model, model.base_model_prefix)(input_ids, attention_mask)`, passes the last hidden state through
-    `model.score` and reads it at each completion's end: here `backbone` decodes each row, finds its dataset row by the
-    prompt's ids (left-padded to `prompt_width`), and returns the rewards' weighted sum (None as 0, as GRPOTrainer's
-    nansum) at every position; `score` is the identity. With a reward model, `backbone` runs get_reward on it."""
+    """Reward functions as the reward model trl 1.12's PPOTrainer takes: its `get_reward` reads `score(backbone(ids))`
+    at each completion's end. `backbone` finds each row's dataset row by its prompt ids (left-padded to `prompt_width`)
+    and returns the rewards' weighted sum (None as 0, as GRPOTrainer's nansum); `score` is the identity."""
 
     base_model_prefix = "backbone"
 
@@ -229,20 +209,14 @@ class RewardAdapter(nn.Module):
         self.reward_model = reward_model  # a submodule: PPOTrainer moves it to the device with the adapter
         self.names = [f.__name__ for f in self.reward_funcs] or ["reward_model"]
         self.weights = torch.tensor(reward_weights or [1.0] * len(self.names))
-        self.config = reward_model.config if reward_model is not None else None  # read by TRL under DeepSpeed
         self.score, self.records, self.rows = nn.Identity(), [], {}
         for row in (row for dataset in datasets for row in dataset) if reward_funcs else ():
             if self.rows.setdefault(key := tuple(row["input_ids"]), row) != row:  # one prompt, two rows
-                raise ValueError(f"two dataset rows have the prompt {tokenizer.decode(key)!r} but different "
-                                 f"{sorted(k for k in row if row[k] != self.rows[key].get(k))}; PPO's batches carry "
-                                 "only token ids, so the rewards could not tell them apart. Drop the duplicates.")
+                raise ValueError(f"two dataset rows have the prompt {tokenizer.decode(key)!r} and different "
+                                 f"{sorted(k for k in row if row[k] != self.rows[key].get(k))}: drop the duplicates")
 
     @torch.no_grad()
     def backbone(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs) -> BaseModelOutput:
-        rewards = self.score_rows(input_ids, attention_mask)
-        return BaseModelOutput(hidden_states=(rewards[:, None, None].expand(-1, input_ids.shape[1], 1),))
-
-    def score_rows(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         width = self.prompt_width
         prompt_ids = [tuple(i for i, m in zip(ids, mask) if m)
                       for ids, mask in zip(input_ids[:, :width].tolist(), attention_mask[:, :width].tolist())]
@@ -251,7 +225,7 @@ class RewardAdapter(nn.Module):
         texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         if self.reward_model is not None:
             padded = input_ids.masked_fill(attention_mask == 0, self.tokenizer.pad_token_id)
-            per_func = get_reward(self.reward_model, padded, self.tokenizer.pad_token_id, width)[1].float().cpu()[:, None]
+            per_func = get_reward(self.reward_model, padded, self.tokenizer.pad_token_id, width)[1][:, None].cpu()
         else:
             if missing := [key for key in prompt_ids if key not in self.rows]:
                 raise KeyError(f"no dataset row has the prompt {self.tokenizer.decode(missing[0])!r}")
@@ -266,35 +240,30 @@ class RewardAdapter(nn.Module):
         self.records += [{"prompt": self.tokenizer.decode(key, skip_special_tokens=True), "completion": text,
                           **{n: None if math.isnan(v) else v for n, v in zip(self.names, values)}}
                          for key, text, values in zip(prompt_ids, texts, per_func.tolist())]
-        return (per_func * self.weights).nansum(dim=1).to(input_ids.device)  # sum_i w_i r_i, skipping None
-
-    def take_records(self) -> list[dict]:
-        records, self.records = self.records, []
-        return records
+        rewards = (per_func * self.weights).nansum(dim=1).to(input_ids.device)  # sum_i w_i r_i, skipping None
+        return BaseModelOutput(hidden_states=(rewards[:, None, None].expand(-1, input_ids.shape[1], 1),))
 
 
 class PPOTrainerWithRewardLogs(PPOTrainer):
-    """PPOTrainer that logs as GRPOTrainer does (`reward`, its own `objective/scores`, and `rewards/<name>/mean`,
-    over every process's completions, kept for completions.jsonl), saves the unwrapped policy (trl 1.12 hands DDP's
-    wrapper to its save), exposes the policy to the reference forward under LoRA and DDP, and stops when a callback
-    asks (its loop never reads `should_training_stop`), finishing the update as its loop would."""
+    """PPOTrainer that logs `reward` and `rewards/<name>/mean` as GRPOTrainer does (over every process), saves and
+    reaches the policy under DDP, and stops when a callback asks (its loop never reads `should_training_stop`),
+    finishing the update as its loop would."""
 
     latest_records: list[dict] = []
     is_distributed_loading_by_transformers = False  # read when saving; set by Trainer.__init__, which it skips
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if (unwrapped := self.accelerator.unwrap_model(self.model)) is not self.model:  # not a submodule: a name
-            object.__setattr__(self.model, "policy", unwrapped.policy)
+        if (unwrapped := self.accelerator.unwrap_model(self.model)) is not self.model:  # DDP's wrapper: the policy is
+            object.__setattr__(self.model, "policy", unwrapped.policy)  # what LoRA's reference and save_model read
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "objective/scores" in logs:  # once per update, on every process
-            self.latest_records = gather_object(self.reward_model.take_records())
-            names = self.reward_model.names
-            values = torch.tensor([[math.nan if r[n] is None else r[n] for n in names] for r in self.latest_records])
-            sums, counts = values.reshape(-1, len(names)).nansum(0), (~values.isnan()).reshape(-1, len(names)).sum(0)
-            logs = {**logs, "reward": logs["objective/scores"], **{f"rewards/{n}/mean": s / c if c else None for n, s, c
-                                                                   in zip(names, sums.tolist(), counts.tolist())}}
+            self.latest_records, self.reward_model.records = gather_object(self.reward_model.records), []
+            for name in self.reward_model.names:  # None where no completion had one, as GRPOTrainer's nanmean
+                values = [r[name] for r in self.latest_records if r[name] is not None]
+                logs[f"rewards/{name}/mean"] = sum(values) / len(values) if values else None
+            logs["reward"] = logs["objective/scores"]
         super().log(logs, start_time)
         if self.control.should_training_stop:
             raise _StopTraining
@@ -313,52 +282,42 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
 
     def generate_completions(self, sampling: bool = False) -> None:
         super().generate_completions(sampling)
-        self.reward_model.take_records()  # TRL's sample tables score eval prompts: no training reward
+        self.reward_model.records = []  # TRL's sample tables score eval prompts: no training reward
 
-    @contextmanager
-    def _unwrapped(self):
-        wrapped = self.model
-        self.model = self.model if self.is_deepspeed_enabled else self.accelerator.unwrap_model(self.model)
+    def _save_checkpoint(self, model, trial) -> None:  # trl 1.12's model card reads a config DDP's wrapper lacks
+        wrapped, self.model = self.model, self.accelerator.unwrap_model(self.model)
         try:
-            yield
+            super()._save_checkpoint(model, trial)  # its save_model saves the policy alone, our `policy` above
         finally:
             self.model = wrapped
 
-    def _save_checkpoint(self, model, trial) -> None:
-        with self._unwrapped():
-            super()._save_checkpoint(model, trial)
 
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        with self._unwrapped():
-            super().save_model(output_dir, _internal_call)
-
-
-class _StopTraining(Exception):
-    """Leaves PPOTrainer's loop early (PPOTrainerWithRewardLogs)."""
+class _StopTraining(Exception):  # leaves PPOTrainer's loop early (PPOTrainerWithRewardLogs)
+    pass
 
 
 def load_prompts(args: PPOScriptArguments):
-    """--dataset_name (a hub id, a folder, or one .jsonl/.json/.csv/.parquet file) -> the train and test splits (None
-    where there is none; a split may be sliced, `train[:10%]`), with `prompt` and `answer` columns."""
-    path, builders = Path(args.dataset_name), {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-    source = dict(path=builders[path.suffix], data_files=str(path)) if path.suffix in builders else dict(
-        path=args.dataset_name, name=args.dataset_config)
-    try:  # an unknown split or column: datasets' message names those there are
-        splits = [load_dataset(**source, split=args.dataset_train_split)]
+    """--dataset_name (a hub id, a folder, or a .jsonl/.json/.csv/.parquet file) -> its train and test splits (None
+    where there is none; `train[:10%]` slices one), with `prompt` and `answer` columns."""
+    builder = dict(jsonl="json", json="json", csv="csv", parquet="parquet").get(Path(args.dataset_name).suffix[1:])
+    source = dict(path=builder, data_files=args.dataset_name) if builder else dict(path=args.dataset_name,
+                                                                                   name=args.dataset_config)
+    splits = []
+    for split in (args.dataset_train_split, args.dataset_test_split):
         try:
-            splits.append(load_dataset(**source, split=args.dataset_test_split))
-        except ValueError:  # no such split
-            splits.append(None)
-        for flag, name in [("dataset_prompt_column", "prompt"), ("dataset_answer_column", "answer")]:
-            for i, split in enumerate(splits):
-                if (column := getattr(args, flag)) not in (None, name) and split is not None:
-                    if column not in split.column_names:
-                        sys.exit(f"error: --{flag} {column}: no such column in {args.dataset_name}; its columns are: "
-                                 f"{', '.join(split.column_names)}")
-                    splits[i] = split.remove_columns([c for c in [name] if c in split.column_names]).rename_column(
-                        column, name)
-    except ValueError as err:
-        sys.exit(f"error: --dataset_name {args.dataset_name}: {err}")
+            splits.append(load_dataset(**source, split=split))
+        except ValueError as err:  # an unknown split: datasets' message names those there are
+            if not splits:
+                sys.exit(f"error: --dataset_name {args.dataset_name}: {err}")
+            splits.append(None)  # no test split
+    for flag, name in [("dataset_prompt_column", "prompt"), ("dataset_answer_column", "answer")]:
+        for i, split in enumerate(splits):
+            if (column := getattr(args, flag)) in (None, name) or split is None:
+                continue
+            if column not in split.column_names:
+                sys.exit(f"error: --{flag} {column}: no such column in {args.dataset_name}; its columns are: "
+                         f"{', '.join(split.column_names)}")
+            splits[i] = split.remove_columns([c for c in [name] if c in split.column_names]).rename_column(column, name)
     if args.system_prompt:  # prompts become conversations, with the system message first
         system = [{"role": "system", "content": args.system_prompt}]
         splits = [s.map(lambda p: {"prompt": system + (p if isinstance(p, list) else [{"role": "user", "content": p}])},
@@ -375,15 +334,12 @@ def prompt_ids(tokenizer, prompt) -> list[int]:
 
 
 def set_ppo_pad_token(tokenizer, policy_path: str) -> None:
-    """A pad that is no stop token, from the vocabulary where it can be (no new embedding row: a LoRA adapter stays
-    small): one named for padding, the unknown token, a reserved one; never the bos, an eos, or a token the chat
-    template writes. Else a new `<|pad|>`. (TRL's PPO example adds `[PAD]`, and works only with spare embedding rows.)"""
+    """A pad that is no stop token: from the vocabulary (a pad, the unk, a reserved token; never the bos, an eos or a
+    token the chat template writes), else a new `<|pad|>`. (TRL's PPO example adds `[PAD]`: a new embedding row.)"""
     stops = {tokenizer.eos_token_id}
-    try:  # the model's own stop tokens (Llama 3 and Qwen3 list several)
+    with suppress(OSError):  # the model's own stop tokens (Llama 3 and Qwen3 list several); OSError: none listed
         eos = GenerationConfig.from_pretrained(policy_path).eos_token_id
         stops |= set(eos if isinstance(eos, list) else [eos])
-    except OSError:  # no generation_config.json
-        pass
     if tokenizer.pad_token is not None and tokenizer.pad_token_id not in stops:
         return
     template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else ""
@@ -394,14 +350,12 @@ def set_ppo_pad_token(tokenizer, policy_path: str) -> None:
     was = "none" if tokenizer.pad_token is None else f"{tokenizer.pad_token!r}, the eos"
     if candidates:
         tokenizer.pad_token = candidates[0]
-        message = (f"PPO pads with {tokenizer.pad_token!r} (id {tokenizer.pad_token_id}), a token of the vocabulary "
-                   f"that is no stop token (the tokenizer's pad: {was})")
-    else:
+    else:  # the models grow one embedding row, which a LoRA adapter then saves
         tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
-        message = (f"PPO pads with a new token '<|pad|>' (the tokenizer's pad: {was}, and the vocabulary has no "
-                   "unused special token): the models grow one embedding row, which a LoRA adapter then saves")
     if PartialState().is_main_process:
-        print(message)
+        print(f"PPO pads with {tokenizer.pad_token!r} (id {tokenizer.pad_token_id}), "
+              f"{'a token of the vocabulary' if candidates else 'a new token (one new embedding row)'} that is no "
+              f"stop token (the tokenizer's pad: {was})")
 
 
 def fit_to_tokenizer(model, tokenizer) -> None:
@@ -411,33 +365,23 @@ def fit_to_tokenizer(model, tokenizer) -> None:
     model.config.pad_token_id = tokenizer.pad_token_id
 
 
-def plain_generation_config(tokenizer) -> GenerationConfig:
-    """The policy's generation config while PPO samples: its special tokens, and no processors."""
-    return GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                            pad_token_id=tokenizer.pad_token_id)
-
-
 def extra(name: str, flag: str):
     """extras/<name>.py, which `flag` needs: a copy of this script without the folder stops in one sentence."""
-    import importlib
-
     try:
         return importlib.import_module(f"extras.{name}")
     except ModuleNotFoundError as missing:
         if missing.name not in ("extras", f"extras.{name}"):
             raise
-        raise SystemExit(f"error: {flag} needs extras/{name}.py beside {Path(__file__).name}: copy the extras/ "
-                         "folder from the repository") from None
+        sys.exit(f"error: {flag} needs extras/{name}.py: copy the extras/ folder beside {Path(__file__).name}")
 
 
 def make_parser(default_run: bool = True) -> TrlParser:
-    """The command line: TRL's configs, the CPU's defaults where there is no GPU, and for the default run (no
-    --config) recipes/tiny/ppo.yaml, its bundled model and data found from this folder wherever the run starts."""
+    """TRL's configs, with the CPU's defaults where there is no GPU, and without --config recipes/tiny/ppo.yaml."""
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
-    parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None)
-    parser.set_defaults(sft_model_path=None, reward_model_path=None)  # PPOConfig's are hub models: a run names its own
+    parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None,
+                        sft_model_path=None, reward_model_path=None)  # PPOConfig's are hub models: a run names its own
     if default_run:
         if not DEFAULT_RECIPE.is_file():
             sys.exit(f"error: a run without --config reads {DEFAULT_RECIPE.relative_to(HERE)}, which is not beside "
@@ -450,9 +394,7 @@ def make_parser(default_run: bool = True) -> TrlParser:
 
 if __name__ == "__main__":
     parser = make_parser(default_run="--config" not in sys.argv)
-    if cli:  # one-sentence errors, the nearest option to a mistyped one, refusals, a readable --help
-        script_args, training_args, model_args = cli.parse(parser, REFUSED)
-    else:
-        script_args, training_args, model_args = parser.parse_args_and_config()
+    # With extras/: one-sentence errors, the nearest option to a mistyped one, refusals, a readable --help
+    script_args, training_args, model_args = cli.parse(parser, REFUSED) if cli else parser.parse_args_and_config()
     main(script_args, training_args, model_args)
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)

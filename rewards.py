@@ -29,7 +29,8 @@ REWARDS: dict[str, Callable] = {
     "tag_count": lambda args, max_len: tag_count_reward,
     "length": lambda args, max_len: functools.partial(length_reward, max_completion_length=max_len),
     # DAPO's soft overlong punishment (arXiv 2503.14476, Eq. 13), over the last `overlong_buffer` of the budget
-    "overlong": lambda args, max_len: get_soft_overlong_punishment(max_len, max(1, int(max_len * args.overlong_buffer))),
+    "overlong": lambda args, max_len: get_soft_overlong_punishment(
+        max_len, max(1, int(max_len * args.overlong_buffer))),
     # "Demystifying Long CoT" (arXiv 2502.03373), Appendix C.2: (1 - unique n-grams / n-grams) * max_penalty
     "repetition": lambda args, max_len: get_repetition_penalty_reward(args.repetition_ngram_size,
                                                                       args.repetition_max_penalty),
@@ -61,13 +62,13 @@ class RewardArguments:
                 setattr(self, f.name, [getattr(self, f.name)])
 
 
-def get_reward_funcs(names: list[str], max_completion_length: int, args=RewardArguments()) -> list[Callable]:
+def get_reward_funcs(names: list[str], max_completion_length: int, args: RewardArguments | None = None) -> list:
     """Registry names or dotted paths `module.function` -> rewards, each named and checked (async ones as they are).
 
     >>> [f.__name__ for f in get_reward_funcs(["accuracy", "overlong"], max_completion_length=256)]
     ['accuracy', 'overlong']
     """
-    funcs = []
+    funcs, args = [], args or RewardArguments()
     for name in names:
         if name in REWARDS:
             funcs.append(CheckedReward(name, REWARDS[name](args, max_completion_length)))
@@ -124,7 +125,8 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
     deadline, late = time.monotonic() + MATH_VERIFY_BUDGET, 0
 
     def parsed(text: str) -> tuple | None:  # math-verify's parse (cached); None once this call's budget is spent
-        return _parse(text, _within(parse_timeout, deadline)) if text in _PARSED or time.monotonic() < deadline else None
+        in_time = text in _PARSED or time.monotonic() < deadline
+        return _parse(text, _within(parse_timeout, deadline)) if in_time else None
 
     rewards = []
     for completion, gold in zip(completions, golds, strict=True):
@@ -301,7 +303,8 @@ class CheckedReward:
 
     def _failing_sample(self, completions, kwargs) -> str:
         for i in range(len(completions)):  # one sample at a time: the first that raises alone
-            one = {k: v[i:i + 1] if isinstance(v, list) and len(v) == len(completions) else v for k, v in kwargs.items()}
+            one = {k: v[i:i + 1] if isinstance(v, list) and len(v) == len(completions) else v
+                   for k, v in kwargs.items()}
             try:
                 self.reward_func(completions=completions[i:i + 1], **one)
             except Exception:
@@ -446,7 +449,7 @@ _PARSED: dict[str, tuple] = {}
 
 
 def _parse(text: str, timeout: int | None) -> tuple:
-    """math-verify's parse of `text`, cached (a gold once per run); a parse its timeout cut off caches as unparseable."""
+    """math-verify's parse of `text`, cached (a gold once per run); a parse cut off by its timeout caches as empty."""
     if (parsed := _PARSED.get(text)) is None:
         parsed = tuple(parse(f"${text}$", parsing_timeout=timeout))
         if len(_PARSED) >= 65536:  # bounded

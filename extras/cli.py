@@ -1,5 +1,5 @@
-"""Mistakes stopped in one sentence before anything loads: TrlParser's parsing with the nearest option to a mistyped one,
-a recipe's keys and values checked, options refused where they would have no effect, a readable --help; and the
+"""Mistakes stopped in one sentence before anything loads: TrlParser's parsing with the nearest option to a mistyped
+one, a recipe's keys and values checked, options refused where they would have no effect, a readable --help; and the
 run's paths, models, launch and packages checked."""
 
 import argparse
@@ -27,8 +27,8 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tup
                           "docs/options.md lists the ones you will use; refused options are not listed.")
     for action in parser._actions:
         action.help = argparse.SUPPRESS if action.dest in refused else action.help
-    parser.error = lambda message: sys.exit(f"error: {message}" + ("" if "choose from" in message else " (--help "
-                                                                                                         "lists every option)"))
+    hint = " (--help lists every option)"
+    parser.error = lambda message: sys.exit(f"error: {message}" + ("" if "choose from" in message else hint))
     actions = {}
     for action in parser._actions:  # the first of a flag's actions holds its default (`--no_<flag>` is the second)
         actions.setdefault(action.dest, action)
@@ -79,9 +79,10 @@ UNREAD = {
         include_for_metrics batch_eval_metrics eval_do_concat_batches eval_accumulation_steps eval_use_gather_object
         train_sampling_strategy length_column_name data_seed average_tokens_across_devices bf16_full_eval
         fp16_full_eval use_cache do_train do_predict""".split(),
-    "PPOConfig": """ignore_bias_buffers num_train_epochs max_grad_norm label_smoothing_factor average_tokens_across_devices
-        auto_find_batch_size torch_empty_cache_steps neftune_noise_alpha use_liger_kernel liger_kernel_config use_cache
-        bf16 fp16 bf16_full_eval fp16_full_eval torch_compile torch_compile_backend torch_compile_mode accelerator_config
+    "PPOConfig": """ignore_bias_buffers num_train_epochs max_grad_norm label_smoothing_factor
+        average_tokens_across_devices auto_find_batch_size torch_empty_cache_steps neftune_noise_alpha use_liger_kernel
+        liger_kernel_config use_cache bf16 fp16 bf16_full_eval fp16_full_eval torch_compile torch_compile_backend
+        torch_compile_mode accelerator_config
         parallelism_config ddp_find_unused_parameters ddp_bucket_cap_mb ddp_broadcast_buffers ddp_static_graph fsdp
         fsdp_config deepspeed ds3_gather_for_generation logging_steps logging_strategy logging_first_step
         logging_nan_inf_filter include_num_input_tokens_seen log_level log_level_replica log_on_each_node
@@ -144,8 +145,10 @@ def check(script_args, training_args, model_args) -> None:
         sys.exit(f"error: the default run reads {' and '.join(str(Path(p).relative_to(here)) for _, p in bundled)}, "
                  f"which are not beside {Path(sys.argv[0]).name}: copy them from the repository with it, or give "
                  f"your own with {' and '.join(flag for flag, _ in bundled)}")
-    for flag, path in [("--model_name_or_path", model_args.model_name_or_path), ("--dataset_name", script_args.dataset_name),
-                       *[("--reward_model_name_or_path", p) for p in getattr(script_args, "reward_model_name_or_path", [])],
+    reward_models = getattr(script_args, "reward_model_name_or_path", [])
+    for flag, path in [("--model_name_or_path", model_args.model_name_or_path),
+                       ("--dataset_name", script_args.dataset_name),
+                       *[("--reward_model_name_or_path", p) for p in reward_models],
                        *[(f"--{k}", getattr(training_args, k, None) or getattr(script_args, k, None))
                          for k in ("sft_model_path", "value_model_path", "reward_model_path")]]:
         if path and not Path(path).expanduser().exists() and (path.startswith((".", "/", "~")) or path.count("/") > 1
@@ -175,7 +178,8 @@ def check(script_args, training_args, model_args) -> None:
 
             config = AutoConfig.from_pretrained(path, trust_remote_code=getattr(
                 training_args, "trust_remote_code", getattr(script_args, "trust_remote_code", False)))
-            if not any(a.endswith("ForSequenceClassification") for a in config.architectures or []) or config.num_labels != 1:
+            architectures = config.architectures or []
+            if not any(a.endswith("ForSequenceClassification") for a in architectures) or config.num_labels != 1:
                 sys.exit(f"error: {flag} {path} is {', '.join(config.architectures or ['an unknown architecture'])} "
                          f"with {config.num_labels} labels; a reward model is a sequence-classification model with one "
                          "output (num_labels=1) that scores a whole prompt + completion")
@@ -192,7 +196,8 @@ def check(script_args, training_args, model_args) -> None:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available() and not training_args.use_cpu:
         sys.exit(f"error: {os.environ['WORLD_SIZE']} processes on a machine with no GPU would each train a model of "
                  "their own: drop --use_cpu false (on a CPU they talk over gloo)")
-    needs = [("--use_vllm", "vllm", 'pip install "vllm>=0.19,<=0.27.1"')] if getattr(training_args, "use_vllm", 0) else []
+    needs = [("--use_vllm", "vllm", 'pip install "vllm>=0.19,<=0.27.1"')] if getattr(training_args, "use_vllm", 0) \
+        else []
     if model_args.load_in_4bit or model_args.load_in_8bit:
         if not model_args.use_peft:
             sys.exit("error: --load_in_4bit/--load_in_8bit quantize a frozen base: add --use_peft to train LoRA on it")

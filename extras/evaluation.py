@@ -93,7 +93,8 @@ class RewardModelReward:
     correctness = False
 
     def __init__(self, model, name: str, encode, pad_token_id: int, batch_size: int):
-        self.model, self.__name__, self.encode, self.pad, self.batch_size = model, name, encode, pad_token_id, batch_size
+        self.model, self.__name__, self.encode = model, name, encode
+        self.pad, self.batch_size = pad_token_id, batch_size
 
     @torch.inference_mode()
     def __call__(self, prompts, completions, completion_ids, **kwargs) -> list[float]:
@@ -124,7 +125,8 @@ def mean(values) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: list[list[str]], num_samples: int) -> dict:
+def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: list[list[str]],
+               num_samples: int) -> dict:
     """One reward's metrics over all prompts, from its rewards [prompt][sample] and greedy rewards [prompt]."""
     metrics, k = {"mean_reward": mean(r for rs in rewards for r in rs)}, num_samples
     if not getattr(reward_func, "correctness", False):
@@ -194,8 +196,9 @@ def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> 
         **(args.generation_kwargs or {}))
     reward_models = [RewardModelReward(model, name, text_encoder(rm_tokenizer, args.chat_template_kwargs),
                                        rm_tokenizer.pad_token_id, args.per_device_eval_batch_size)
-                     for model, name, rm_tokenizer in zip(trainer.reward_funcs, trainer.reward_func_names,
-                                                          trainer.reward_processing_classes) if rm_tokenizer is not None]
+                     for model, name, rm_tokenizer in zip(
+                         trainer.reward_funcs, trainer.reward_func_names, trainer.reward_processing_classes)
+                     if rm_tokenizer is not None]
     with PartialState().main_process_first():
         dataset = dataset.map(lambda p: {"input_ids": prompt_token_ids(tokenizer, p, args.chat_template_kwargs)},
                               input_columns="prompt")

@@ -91,14 +91,15 @@ def tidy(trainer) -> None:
 
 class NoSignalWatchdog(TrainerCallback):
     """Warn (or with `stop`, stop cleanly) when `patience` logs in a row carry no learning signal: GRPO's groups all
-    alike (frac_reward_zero_std) or a flat reward. Also: a reward that scored nothing, and GRPO's zero loss at beta 0."""
+    alike (frac_reward_zero_std) or a flat reward. Also a reward that scored nothing, and GRPO's zero loss at beta 0."""
 
     FIXES = ("Usual fixes: more completions per prompt (--num_generations), a higher --temperature, a reward with "
              "partial credit (e.g. add tag_count next to format), or check that the reward can read your completions "
              "at all (look at completions.jsonl: is the answer where the parser looks?).")
 
     def __init__(self, patience: int = 5, stop: bool = False, beta: float | None = None):
-        self.patience, self.stop, self.beta, self.recent, self.warned, self.told = patience, stop, beta, [], False, set()
+        self.patience, self.stop, self.beta = patience, stop, beta
+        self.recent, self.warned, self.told = [], False, set()
 
     def say(self, state, message: str) -> None:
         if state.is_world_process_zero:
@@ -110,8 +111,8 @@ class NoSignalWatchdog(TrainerCallback):
             if key.startswith("rewards/") and key.endswith("/mean") and value is None and name not in self.told:
                 self.told.add(name)
                 self.say(state, f"WARNING: reward '{name}' returned None for every completion at step "
-                         f"{state.global_step}: it could not score any of them, so it adds nothing to the reward. Check "
-                         "that the dataset has the columns it reads, and that its answers are where it looks "
+                         f"{state.global_step}: it could not score any of them, so it adds nothing to the reward. "
+                         "Check that the dataset has the columns it reads, and that its answers are where it looks "
                          "(completions.jsonl).")
         if not logs or logs.get("reward") is None:
             return
@@ -137,13 +138,15 @@ class NoSignalWatchdog(TrainerCallback):
 
 def record(trainer, script_args, beta: float | None = None, samples: Callable[[], list[dict]] | None = None):
     """Add the run's records to `trainer`: metrics.jsonl and completions.jsonl (a GRPOTrainer's last generation batch,
-    unless `samples` gives the completions), short logs, and the no-signal watchdog (`beta`: GRPO's KL coefficient)."""
+    unless `samples` gives the completions), short logs, and the no-signal watchdog (`beta`: GRPO's KL coefficient).
+    Says how the run is spread over processes, and starts the clock."""
     tidy(trainer)
     recorder = RunRecorder(trainer.args.output_dir, samples or (lambda: grpo_completions(trainer)))
     trainer.add_callback(recorder)
     if script_args.no_signal_patience > 0:
         trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, beta))
-    return recorder
+    print_distributed_mode(trainer)
+    return recorder, time.perf_counter()  # the clock for summary.json's runtime
 
 
 def grpo_completions(trainer) -> list[dict]:
@@ -163,7 +166,8 @@ def logged_text(tokenizer, prompt, completion, tools: list, chat_template_kwargs
     if isinstance(prompt, str):
         return {"prompt": prompt, "completion": completion}
     render = lambda messages, **kw: tokenizer.apply_chat_template(  # noqa: E731
-        messages, tools=tools or None, tokenize=True, return_dict=True, **kw, **(chat_template_kwargs or {}))["input_ids"]
+        messages, tools=tools or None, tokenize=True, return_dict=True, **kw, **(chat_template_kwargs or {})
+    )["input_ids"]
     prompt_ids = render(prompt, add_generation_prompt=True)
     plain = isinstance(completion, str) or len(completion) == 1 and not completion[0].get("tool_calls")
     text = (completion if isinstance(completion, str) else completion[0]["content"]) if plain else tokenizer.decode(
@@ -171,14 +175,8 @@ def logged_text(tokenizer, prompt, completion, tools: list, chat_template_kwargs
     return {"prompt": tokenizer.decode(prompt_ids, skip_special_tokens=True), "completion": text}
 
 
-def start(trainer) -> float:
-    """Say how the run is spread over processes, just before training; the clock for summary.json's runtime."""
-    print_distributed_mode(trainer)
-    return time.perf_counter()
-
-
 def distributed_mode(trainer) -> dict:
-    """The distributed mode accelerate set up (not the one asked for): single process, DDP, FSDP<v>, DeepSpeed ZeRO-<n>."""
+    """The distributed mode accelerate set up (not the one asked): single process, DDP, FSDP<v>, DeepSpeed ZeRO-<n>."""
     from accelerate.utils import DistributedType
 
     accelerator, state = trainer.accelerator, trainer.accelerator.state
@@ -361,8 +359,10 @@ def summarize(trainer, recorder: RunRecorder, started: float, args: list, title:
     plots = plot(recorder.history, reward_keys, out, title, evaluation)
     fmt = lambda value: "-" if value is None else f"{value:.3f}"  # noqa: E731
     lines = [f"\n{title}: {trainer.state.global_step} steps in {runtime:.1f}s ({describe(summary['distributed'])})",
-             f"  mean reward, first 20% of logged steps: {first:.3f}", f"  mean reward, last 20% of logged steps:  {last:.3f}",
-             *(f"  {k}, first -> last 20%: {a:.3f} -> {b:.3f}" for k, (a, b) in summary.get("first_last_20pct", {}).items()),
+             f"  mean reward, first 20% of logged steps: {first:.3f}",
+             f"  mean reward, last 20% of logged steps:  {last:.3f}",
+             *(f"  {k}, first -> last 20%: {a:.3f} -> {b:.3f}"
+               for k, (a, b) in summary.get("first_last_20pct", {}).items()),
              *(f"  held-out {name} {metric}, before -> after: {fmt(a)} -> {fmt(b)}"
                for name, metrics in held_out.items() for metric, (a, b) in metrics.items()),
              f"  model:       {out}", f"  metrics:     {out / 'metrics.jsonl'}",

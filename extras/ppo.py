@@ -27,6 +27,8 @@ def check_options(script_args, training_args) -> None:
                  "which has no epochs or evaluation; use --save_strategy steps --save_steps N")
     if training_args.reward_model_path and script_args.reward_weights is not None:
         sys.exit("error: --reward_weights weighs --reward_funcs, which --reward_model_path replaces")
+    if training_args.reward_model_path and PartialState().is_main_process:
+        print(f"scoring with the reward model {training_args.reward_model_path}; --reward_funcs is not used")
     if (weights := script_args.reward_weights) is not None and len(weights) != len(script_args.reward_funcs):
         sys.exit(f"error: {len(weights)} --reward_weights for {len(script_args.reward_funcs)} --reward_funcs")
 
@@ -43,7 +45,8 @@ def check_prompts(datasets: list, tokenizer, training_args) -> None:
                  "prompts or a smaller batch")
     if training_args.reward_model_path:
         probe = "The reward model reads the policy's token ids: 3 + 4 = 7."
-        if AutoTokenizer.from_pretrained(training_args.reward_model_path)(probe).input_ids != tokenizer(probe).input_ids:
+        theirs = AutoTokenizer.from_pretrained(training_args.reward_model_path)
+        if theirs(probe).input_ids != tokenizer(probe).input_ids:
             sys.exit(f"error: the reward model {training_args.reward_model_path} has a different tokenizer from the "
                      "policy's; PPOTrainer feeds it the policy's token ids, so they must share one")
     if any(tokenizer.pad_token_id in ids for d in datasets for ids in d["input_ids"]):
@@ -52,8 +55,8 @@ def check_prompts(datasets: list, tokenizer, training_args) -> None:
 
 
 def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -> BeforeAfterEval:
-    """The evaluation of a PPOTrainer's policy, sampled as trl 1.12's PPOTrainer samples (`ppo_sampling`); a reward
-    model scores the policy's own ids, as in training."""
+    """The evaluation of a PPOTrainer's policy, sampled as trl 1.12's PPOTrainer samples (`sampling`), added to it as
+    a callback; a reward model scores the policy's own ids, as in training."""
     from trl.models import unwrap_model_for_generation
 
     args, tokenizer = trainer.args, trainer.processing_class
@@ -65,9 +68,12 @@ def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -
         with unwrap_model_for_generation(trainer.model, trainer.accelerator) as unwrapped:
             yield unwrapped.policy  # PPOTrainer wraps policy and value model together
 
-    return BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples,
-                           script_args.eval_max_prompts, sampling(args, tokenizer, trainer.stop_token_id), args.seed,
-                           policy, trainer.accelerator, args.output_dir, args.per_device_eval_batch_size)
+    evaluation = BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples,
+                                 script_args.eval_max_prompts, sampling(args, tokenizer, trainer.stop_token_id),
+                                 args.seed, policy, trainer.accelerator, args.output_dir,
+                                 args.per_device_eval_batch_size)
+    trainer.add_callback(evaluation)
+    return evaluation
 
 
 def sampling(args, tokenizer, stop: int | None) -> Sampling:
@@ -94,8 +100,8 @@ def evaluate_only(policy, tokenizer, dataset, source: str, reward_funcs: list, s
     trainer; eval.json and the table as a training run writes them."""
 
     state = PartialState()
-    policy.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, pad_token_id=tokenizer.pad_token_id,
-                                                eos_token_id=tokenizer.eos_token_id)
+    policy.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     rewards = reward_funcs or [reward_model_reward(AutoModelForSequenceClassification.from_pretrained(
         args.reward_model_path, num_labels=1).eval().to(state.device), tokenizer, args.per_device_eval_batch_size)]
     stop = tokenizer.eos_token_id if args.stop_token == "eos" else args.stop_token_id  # PPOTrainer's stop token

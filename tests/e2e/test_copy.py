@@ -14,9 +14,9 @@ SCRIPTS = ["grpo_trl_example.py", "ppo_trl_example.py"]
 RECIPE = {
     "grpo_trl_example.py": "max_steps: 2\nnum_generations: 8\nper_device_train_batch_size: 16\n"
                            "max_completion_length: 4\nlearning_rate: 3.0e-4\nlogging_steps: 1\nreport_to: none\n",
-    "ppo_trl_example.py": "total_episodes: 32\nper_device_train_batch_size: 16\nnum_mini_batches: 1\nresponse_length: 4\n"
-                          "stop_token: eos\nnum_sample_generations: 0\nreport_to: none\nuse_peft: true\n"
-                          "lora_target_modules: [q_proj, v_proj]\n",
+    "ppo_trl_example.py": "total_episodes: 32\nper_device_train_batch_size: 16\nnum_mini_batches: 1\n"
+                          "response_length: 4\nstop_token: eos\nnum_sample_generations: 0\nreport_to: none\n"
+                          "use_peft: true\nlora_target_modules: [q_proj, v_proj]\n",
 }
 
 
@@ -63,9 +63,10 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
         refused = run_script(script, "--config", mine / "recipe.yaml", flag, value, "--output_dir", tmp_path / "no",
                              cwd=tmp_path, env=env, check=False)
         assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
-            f"error: {flag} needs extras/{extra}.py beside {script}: copy the extras/ folder from the repository")
+            f"error: {flag} needs extras/{extra}.py: copy the extras/ folder beside {script}")
     refused = run_script(script, "--output_dir", tmp_path / "no", cwd=tmp_path, env=env, check=False)
-    assert refused.returncode == 1 and f"a run without --config reads recipes/tiny/{script.split('_')[0]}.yaml" in refused.stderr
+    recipe = f"recipes/tiny/{script.split('_')[0]}.yaml"
+    assert refused.returncode == 1 and f"a run without --config reads {recipe}" in refused.stderr
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -87,7 +88,7 @@ def test_a_copy_without_the_bundled_files_names_them(script, tmp_path, monkeypat
     """The Python files and the default recipe only: the default run stops before anything loads, naming the folders
     to copy and the flags that replace them, in one sentence (not after a hub lookup of a path that is no hub id)."""
     folder = tmp_path / "my-project"
-    copy(folder, [script, "rewards.py", "extras", *(f for f in default_run_files(script) if not f.startswith("assets"))])
+    copy(folder, [script, "rewards.py", "extras", *(f for f in default_run_files(script) if f[:6] != "assets")])
     monkeypatch.setattr("conftest.REPO", folder)
     proc = run_script(script, "--output_dir", tmp_path / "out", cwd=tmp_path, env={"PYTHONPATH": ""}, check=False)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (

@@ -146,12 +146,11 @@ def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
     _, scores, _ = get_reward(adapter, batch, pad, width)
     assert scores.tolist() == [2.5, 0.5, 2.0, 0.5, 0.0]
 
-    records = adapter.take_records()
+    records, adapter.records = adapter.records, []
     assert [(r["prompt"], r["completion"], r["accuracy"], r["one_char"]) for r in records] == [
         ("3+4=", "7", 1.0, 1.0), ("3+4=", "8", 0.0, 1.0), ("12+30=", "42", 1.0, None), ("12+30=", "4", 0.0, 1.0),
         ("12+30=", "", 0.0, None),
     ]
-    assert adapter.take_records() == []  # taken once
 
 
 def test_reward_adapter_rejects_one_prompt_with_two_answers():
@@ -162,7 +161,7 @@ def test_reward_adapter_rejects_one_prompt_with_two_answers():
     tokenizer = tiny_tokenizer()
     dataset = Dataset.from_list([{"prompt": "3+4=", "answer": "7"}, {"prompt": "3+4=", "answer": "8"}])
     dataset = dataset.map(lambda row: {"input_ids": tokenizer(row["prompt"]).input_ids})
-    with pytest.raises(ValueError, match=r"two dataset rows have the prompt '3\+4=' but different \['answer'\]"):
+    with pytest.raises(ValueError, match=r"prompt '3\+4='.*\['answer'\]"):
         RewardAdapter(tokenizer, [dataset], 8, get_reward_funcs(["accuracy"], max_completion_length=4))
 
 
@@ -233,8 +232,7 @@ def test_data_and_reward_model_mismatches_stop_before_any_model_loads(tmp_path, 
 
     chat = write_jsonl(tmp_path / "chat.jsonl", [{"prompt": [{"role": "user", "content": r["prompt"]}],
                                                   "answer": r["answer"]} for r in addition_rows])
-    with pytest.raises(SystemExit, match="error: the prompts are conversations, but .*tiny-llama-addition's tokenizer "
-                                         "has no chat template"):
+    with pytest.raises(SystemExit, match="error: the prompts are conversations.*tiny-llama-addition.*no chat template"):
         ppo.main(*parse("--dataset_name", chat))
 
     qwen_rm = model_zoo.build_qwen2(tmp_path / "qwen-rm", reward_model=True)  # a byte-level BPE, not the policy's
@@ -569,8 +567,8 @@ def test_default_run_learns(tmp_path):
 
 def test_refuses_to_resume(tmp_path, fails_early):
     """trl 1.12's PPOTrainer cannot resume; say so instead of silently starting over."""
-    assert "cannot resume from a checkpoint (trl #2657)" in fails_early(tmp_path, "--resume_from_checkpoint", "last",
-                                                                        script=SCRIPT)
+    assert "--resume_from_checkpoint is not supported here: trl 1.12's PPOTrainer restores neither" in fails_early(
+        tmp_path, "--resume_from_checkpoint", "last", script=SCRIPT)
 
 
 def test_no_signal_watchdog(tmp_path):
