@@ -1,6 +1,7 @@
 """How fast is the `code` reward's sandbox on the bundled code task, now against an earlier version of it?
 
-Loads `code_sandbox.py` as it is and as it was at `--before` (a git revision), then scores the bundled task's
+Loads `extras/code_sandbox.py` as it is and as it was at `--before` (a git revision; `code_sandbox.py` before it
+moved to extras/), then scores the bundled task's
 reference solutions (`assets/build_code_task.py`: each task's solution against its own tests, all scoring 1) with
 each, alternating the two for `--rounds` rounds in one process, and prints completions per second and the ratio.
 
@@ -44,11 +45,13 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
-    old_source = subprocess.run(["git", "show", f"{args.before}:code_sandbox.py"], cwd=REPO, check=True,
-                                capture_output=True, text=True).stdout
+    shown = [subprocess.run(["git", "show", f"{args.before}:{path}"], cwd=REPO, capture_output=True, text=True)
+             for path in ("extras/code_sandbox.py", "code_sandbox.py")]
+    old_source = next(s.stdout for s in shown if s.returncode == 0)
     old_path = Path(tempfile.mkdtemp()) / "code_sandbox_before.py"
     old_path.write_text(old_source)
-    versions = {"before": load(old_path, "code_sandbox_before"), "now": load(REPO / "code_sandbox.py", "code_sandbox")}
+    versions = {"before": load(old_path, "code_sandbox_before"),
+                "now": load(REPO / "extras" / "code_sandbox.py", "code_sandbox")}
     jobs = bundled_jobs()
     print(f"{len(jobs)} reference solutions per round, mode {versions['now'].sandbox_mode()}, {args.rounds} rounds")
 

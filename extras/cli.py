@@ -213,6 +213,9 @@ def check(script_args, training_args, model_args) -> None:
     if (weights := getattr(training_args, "reward_weights", None)) is not None and len(weights) != rewards:
         sys.exit(f"error: {len(weights)} --reward_weights for {rewards} rewards (reward models first, then "
                  "--reward_funcs)")
+    if getattr(training_args, "sync_ref_model", False) and (training_args.beta == 0 or model_args.use_peft):
+        sys.exit("error: --sync_ref_model moves the KL reference toward the policy: it needs --beta > 0 and no "
+                 "--use_peft (under LoRA the reference is the policy with its adapter off)")
     tools = getattr(script_args, "tools", None) or getattr(script_args, "environment_factory", None)
     if getattr(training_args, "max_tool_calling_iterations", None) is not None and not tools:
         sys.exit("error: --max_tool_calling_iterations bounds the rounds of tool calls: add --tools")

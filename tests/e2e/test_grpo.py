@@ -1,6 +1,7 @@
 """End-to-end runs of grpo_trl_example.py as a subprocess, with tiny settings, the way a user runs it."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -207,7 +208,10 @@ def test_default_run_learns(tmp_path):
     on CPU on a GPU machine too.
     """
     out = tmp_path / "out"
-    proc = run_script(SCRIPT, "--output_dir", out, "--use_cpu", "true", cwd=tmp_path)  # the default run
+    (tmp_path / "probe" / "sitecustomize.py").parent.mkdir()
+    (tmp_path / "probe" / "sitecustomize.py").write_text(IMPORT_PROBE)
+    proc = run_script(SCRIPT, "--output_dir", out, "--use_cpu", "true", cwd=tmp_path,  # the default run
+                      env={"PYTHONPATH": str(tmp_path / "probe"), "IMPORT_LOG": str(tmp_path / "imported.json")})
     summary = assert_summary_means(out, proc.stdout)  # 30 logs: 6 in each 20%
     assert summary["global_step"] == 300
     assert summary["reward_last_20pct"] - summary["reward_first_20pct"] >= 0.08
@@ -221,6 +225,31 @@ def test_default_run_learns(tmp_path):
     assert after["greedy_accuracy"] - before["greedy_accuracy"] >= 0.08
     assert "pass@1" in proc.stdout and "before   after" in proc.stdout
     assert_held_out_summary(out, proc.stdout)
+
+    # The project's Python this run imported: the script, rewards.py and the three extras it turns on
+    imported = [Path(f).resolve() for f in json.loads((tmp_path / "imported.json").read_text())]
+    lines = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in imported
+             if p.is_relative_to(REPO) and p.relative_to(REPO).parts[0] in (SCRIPT, "rewards.py", "extras")}
+    assert set(lines) == {SCRIPT, "rewards.py", "extras/__init__.py", "extras/cli.py", "extras/evaluation.py",
+                          "extras/outputs.py"}
+    assert sum(lines.values()) <= RUNTIME_LINES, lines
+
+
+# What a run reads, by file: written at exit by a sitecustomize.py on PYTHONPATH (so the run is a fresh process)
+IMPORT_PROBE = """
+import atexit, json, os, sys
+
+def record():
+    with open(os.environ["IMPORT_LOG"], "w") as f:
+        files = {m.__file__ for m in list(sys.modules.values()) if getattr(m, "__file__", None)}
+        json.dump(sorted(files | {sys.argv[0]}), f)  # the script: by exit, __main__ is no longer its module
+
+atexit.register(record)
+"""
+# The default run's imported project lines, as measured (1,635 when written). Issue 34 asked for 1,000; the script
+# and rewards.py alone are 710, so the held-out evaluation, the records and plots and the one-sentence checks
+# would have 290 lines between them (docs/testing.md).
+RUNTIME_LINES = 1_650
 
 
 @pytest.mark.parametrize("recipe", sorted((REPO / "recipes").glob("*/grpo/*.yaml")), ids=lambda p: p.parent.parent.name)

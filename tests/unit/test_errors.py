@@ -124,3 +124,9 @@ def test_a_run_on_another_model_without_a_recipe_is_told_so(tmp_path, addition_r
                         keep_stdout=True)  # stops at the missing gold column, after the note
     assert named(error, "'answer'")
     assert "NOTE: no --config" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("flags", [["--beta", 0], ["--use_peft"]])
+def test_a_moving_reference_needs_a_reference_of_its_own(tmp_path, fails_early, flags):
+    """GRPOTrainer would raise this only after loading the model; here it stops before."""
+    assert named(fails_early(tmp_path, "--sync_ref_model", "true", *flags), "--sync_ref_model", "--beta", "--use_peft")
