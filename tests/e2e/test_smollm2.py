@@ -267,10 +267,11 @@ def test_gradients_reach_every_trainable_tensor(tmp_path, smollm2, script, lora,
     """A GRPO step or a PPO update on SmolLM2: every trainable tensor (LoRA's on every linear layer, or the whole
     model; for PPO, the value model's too) gets a gradient, with activation checkpointing on and off."""
     size = (["--max_steps", 2, "--num_generations", 2, "--per_device_train_batch_size", 2, "--max_completion_length",
-             4, "--logging_steps", 1, "--eval_strategy", "no", "--reward_funcs", "probe.alternating"]
+             4, "--logging_steps", 1, "--eval_strategy", "no", "--eval_num_samples", 0, "--reward_funcs",
+             "probe.alternating"]
             if script == "grpo" else
             ["--total_episodes", 2, "--per_device_train_batch_size", 2, "--num_mini_batches", 2, "--num_ppo_epochs", 1,
-             "--response_length", 4])
+             "--response_length", 4, "--eval_num_samples", 0])
     proc, _, steps = spied_run(
         tmp_path, f"{script}_trl_example.py", "--model_name_or_path", smollm2, "--dataset_name", TASK,
         "--activation_checkpointing", str(checkpointing).lower(), "--learning_rate", 1e-4, "--temperature", 0.7,
