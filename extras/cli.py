@@ -202,10 +202,12 @@ def check(script_args, training_args, model_args) -> None:
         if not model_args.use_peft:
             sys.exit("error: --load_in_4bit/--load_in_8bit quantize a frozen base: add --use_peft to train LoRA on it")
         needs.append(("--load_in_4bit/--load_in_8bit", "bitsandbytes", "pip install bitsandbytes"))
+    if getattr(training_args, "use_liger_kernel", False):  # its Triton kernels, which GRPOTrainer imports late
+        needs.append(("--use_liger_kernel", "liger_kernel", "pip install liger-kernel"))
     needs += [(f"--report_to {name}", name, "pip install -r requirements-tracking.txt")
               for name in training_args.report_to if name in ("tensorboard", "trackio")]
     for flag, package, install in needs:
-        if package in ("vllm", "bitsandbytes") and not torch.cuda.is_available():
+        if package in ("vllm", "bitsandbytes", "liger_kernel") and not torch.cuda.is_available():
             sys.exit(f"error: {flag} needs a CUDA GPU and none is visible; drop the flag to run on CPU")
         if importlib.util.find_spec(package) is None:
             sys.exit(f"error: {flag} needs the `{package}` package: {install}")

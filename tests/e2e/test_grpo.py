@@ -269,6 +269,7 @@ def test_recipes_parse(recipe):
     (["--use_vllm"], "error: --use_vllm needs a CUDA GPU and none is visible"),
     (["--load_in_4bit", "--use_peft"], "error: --load_in_4bit/--load_in_8bit needs a CUDA GPU"),
     (["--load_in_4bit"], "add --use_peft"),
+    (["--use_liger_kernel", "true"], "error: --use_liger_kernel needs a CUDA GPU"),
 ])
 def test_gpu_only_options_fail_early_on_cpu(tmp_path, flags, message, fails_early):
     assert message in fails_early(tmp_path, *flags)
