@@ -6,7 +6,7 @@ import json
 import statistics
 import sys
 
-from conftest import REPO, run_script
+from conftest import BESIDE_MULTIPROCESS, REPO, run_script
 
 sys.path.insert(0, str(REPO / "benchmarks"))  # where it imports `harness` from, as it does when run as a script
 spec = importlib.util.spec_from_file_location("compare_ppo_grpo", REPO / "benchmarks" / "compare_ppo_grpo.py")
@@ -15,6 +15,7 @@ spec.loader.exec_module(compare)
 QUICK = compare.QUICK
 
 
+@BESIDE_MULTIPROCESS  # the longest tests of the suite
 def test_quick_study_writes_every_run_the_table_and_the_plot(tmp_path):
     out = tmp_path / "study"
     done = run_script("benchmarks/compare_ppo_grpo.py", "--quick", "--checkpoints", 1, "--output_dir", out,
@@ -86,6 +87,7 @@ def test_quick_study_writes_every_run_the_table_and_the_plot(tmp_path):
     assert (out / "compare_ppo_grpo.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@BESIDE_MULTIPROCESS
 def test_the_study_runs_on_the_real_model(tmp_path, smollm2):
     """Each algorithm from its SmolLM2 recipe, for one tiny budget: the real-model study's path end to end (the study
     itself is a benchmark, issue 25). Completions are counted in the recipes' own batches (16 per step and update)."""
