@@ -1,0 +1,31 @@
+"""Parse and check every run the GPU check will start, as its script does before it loads anything: a mistyped flag,
+a refused option or a missing path costs a second here instead of a run's minutes on the GPU.
+
+    python benchmarks/gpu/args_check.py RUNS.txt      # one run a line: SCRIPT ARGS... (a launcher's flags left out)
+"""
+
+import importlib
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the scripts' folder
+from extras import cli  # noqa: E402
+from extras import ppo as extras_ppo  # noqa: E402
+
+failed = 0
+with open(sys.argv[1]) as lines:
+    for line in filter(str.strip, lines):
+        script, *argv = shlex.split(line)
+        module = importlib.import_module(script.removesuffix(".py"))
+        sys.argv = [str(Path(script).resolve()), *argv]  # as the run's own: cli.check reads them
+        try:
+            parsed = cli.parse(module.make_parser(default_run="--config" not in argv), module.REFUSED, argv)
+            cli.check(*parsed)
+            if script.startswith("ppo"):
+                extras_ppo.check_options(*parsed[:2])
+            print(f"ok    {line.strip()}")
+        except SystemExit as stop:
+            failed += 1
+            print(f"FAIL  {line.strip()}\n      {stop.code}")
+sys.exit(1 if failed else 0)
