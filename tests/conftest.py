@@ -68,8 +68,8 @@ def pytest_collection_modifyitems(items):
 # multi-process test, 113 s beside single-process tests, 39 s alone).
 MULTIPROCESS = pytest.mark.xdist_group("multiprocess")
 # The longest single-process tests run on that worker too, sharing the machine as usual: a multi-process test about
-# to start waits for the other worker's test to end, and then never for one of these (in the suite of issue 34 the
-# ZeRO and two-process tests waited 108 s and 60 s for the real-model study)
+# to start waits for the other worker's test to end, and then never for one of these (measured before: the ZeRO and
+# two-process tests waited 108 s and 60 s for the real-model study)
 BESIDE_MULTIPROCESS = pytest.mark.xdist_group("multiprocess", shares_the_machine=True)
 
 
