@@ -5,6 +5,12 @@
 #   DRY=1 SKIP_INSTALL=1 bash benchmarks/gpu/check.sh       # the CPU rehearsal: every phase, tiny, GPU-only ones left out
 #   BUDGET=450 bash benchmarks/gpu/check.sh                  # on the GPU machine, with .gpu/ carried there
 #
+# On the lent machine, three calls back to back (files in /tmp stay only while it is warm; each call carries at most
+# 64 MiB with the working tree, and prepare.sh's last lines give each call's size):
+#   carry .gpu/w1                        mkdir -p /tmp/w && cp .gpu/w1/part.aa /tmp/w/
+#   carry .gpu/w2                        cp .gpu/w2/* /tmp/w/
+#   carry .gpu/whl .gpu/smol_tok.tar.xz  BUDGET=450 bash benchmarks/gpu/check.sh     (results come back from $OUT)
+#
 # In order, stopping at the first failure of the first three:
 #   0. installs .gpu/whl/* (each optional group in a --target of its own, so that a Liger, bitsandbytes or DeepSpeed
 #      that fails to import breaks only its own run: trl imports liger_kernel whenever it is installed), starts an
