@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check: both scripts on an offline H100/H200 in one run of at most 8 minutes (docs/testing.md, "On a GPU").
+# The GPU check: both scripts on an offline H100/H200 in one run of at most 8 minutes (docs/testing.md, "The GPU check").
 #
 #   bash benchmarks/gpu/prepare.sh                           # on a machine with PyPI: builds .gpu/ (what travels)
 #   DRY=1 SKIP_INSTALL=1 bash benchmarks/gpu/check.sh       # the CPU rehearsal: every phase, tiny, GPU-only ones left out
