@@ -96,7 +96,7 @@ def resolved(parsed) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_the_default_run_is_its_recipe(name, monkeypatch):
+def test_the_default_run_is_its_recipe(name, monkeypatch, tmp_path):
     """A run without --config is `--config recipes/tiny/<algo>.yaml` from the repository root (its paths then
     relative), and a recipe replaces the default run's settings rather than adding to them."""
     import os
@@ -111,14 +111,10 @@ def test_the_default_run_is_its_recipe(name, monkeypatch):
         assert a.keys() == b.keys()
         for key in a:
             assert a[key] == (os.path.abspath(b[key]) if key in ("model_name_or_path", "dataset_name") else b[key]), key
-    (REPO / "outputs").mkdir(exist_ok=True)
-    other = REPO / "outputs" / "only-a-seed.yaml"
+    other = tmp_path / "only-a-seed.yaml"
     other.write_text("seed: 7\n")
-    try:
-        script = SCRIPTS[name]
-        _, training_args, _ = cli.parse(script.make_parser(False), script.REFUSED, ["--config", str(other)])
-    finally:
-        other.unlink()
+    script = SCRIPTS[name]
+    _, training_args, _ = cli.parse(script.make_parser(False), script.REFUSED, ["--config", str(other)])
     assert training_args.learning_rate != plain[1]["learning_rate"]  # TRL's default, not the tiny model's
 
 
