@@ -2,7 +2,7 @@
 
     python ppo_trl_example.py       # the bundled tiny model learns addition on a CPU, in under a minute
     python ppo_trl_example.py --config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml
-    accelerate launch --config_file accelerate_configs/ddp.yaml ppo_trl_example.py --config RECIPE.yaml
+    accelerate launch --config_file accelerate_configs/zero3.yaml ppo_trl_example.py --config RECIPE.yaml
 
 Settings: recipes/tiny/ppo.yaml without --config, else that recipe over TRL's defaults; a flag wins (docs/options.md).
 PPO (Schulman et al. 2017; Ziegler et al. 2019): one completion per prompt, scored at its last token, a per-token KL
@@ -11,7 +11,7 @@ advantages, and num_ppo_epochs passes of the clipped surrogate (docs/ppo.md). PP
 reward *model*: RewardAdapter below dresses rewards.py's functions up as one.
 
 Copy this file with rewards.py to train your model on your data; copy extras/ too for the held-out evaluation, the
-run's records and plots, the code sandbox and one-sentence checks. The default run also reads
+run's records and plots, DeepSpeed, resuming and one-sentence checks. The default run also reads
 
     recipes/tiny/ppo.yaml assets/tiny-llama-addition assets/addition
 """
@@ -58,7 +58,6 @@ REFUSED = {
     "max_steps": "PPOTrainer ignores it: set --total_episodes, the prompts sampled in all (docs/ppo.md)",
     "remove_unused_columns": "the script passes PPOTrainer only the input_ids column",
     "dataset_streaming": "the script tokenizes the dataset whole: slice it, --dataset_train_split 'train[:10%]'",
-    "resume_from_checkpoint": "trl 1.12's PPOTrainer restores neither value model nor optimizer (trl #2657); GRPO can",
     **dict.fromkeys(["load_in_4bit", "load_in_8bit"], "the value model trains in full: QLoRA is GRPO's"),
     **dict.fromkeys(["tools", "environment_factory"], "PPOTrainer generates in one turn: tool calling is GRPO's"),
     "gradient_checkpointing": "it is the old name of --activation_checkpointing, which wins over it: set that",
@@ -91,6 +90,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if cli:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         cli.check(script_args, training_args, model_args)
         extras_ppo.check_options(script_args, training_args)
+        training_args.resume_from_checkpoint = cli.checkpoint(training_args)  # `last`: the newest complete one
     policy_path = training_args.sft_model_path or model_args.model_name_or_path  # TRL's name for it, or ours
 
     ################
@@ -142,10 +142,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     value_path = script_args.value_model_path or policy_path
     with extras_ppo.new_value_head(value_path) if extras_ppo else nullcontext():
         value_model = AutoModelForSequenceClassification.from_pretrained(value_path, num_labels=1, **model_kwargs)
-    reward_model = None
-    if training_args.reward_model_path:  # it reads the policy's ids: PPOTrainer hands it them
-        reward_model = AutoModelForSequenceClassification.from_pretrained(
-            training_args.reward_model_path, num_labels=1, **{k: v for k, v in model_kwargs.items() if k != "revision"})
+    reward_model = AutoModelForSequenceClassification.from_pretrained(  # it reads the policy's ids, as PPOTrainer's
+        training_args.reward_model_path, num_labels=1, **{k: v for k, v in model_kwargs.items() if k != "revision"}
+    ) if training_args.reward_model_path else None
     for model in [m for m in (ref_policy, value_model, reward_model) if m is not None]:
         fit_to_tokenizer(model, tokenizer)
     if training_args.activation_checkpointing:  # trl 1.12's PPOTrainer reads the flag but never acts on it
@@ -175,13 +174,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         data_collator=DataCollatorWithPadding(tokenizer, padding="max_length", max_length=prompt_width),
         peft_config=peft_config,
     )
-    evaluation = None  # held-out pass@k before and after training, sampled as training samples
-    if script_args.eval_num_samples > 0:
-        evaluation = extra("ppo", "--eval_num_samples").evaluation(trainer, eval_dataset, eval_source, reward_funcs,
-                                                                   script_args)
+    evaluation = extra("ppo", "--eval_num_samples").evaluation(  # held-out pass@k before and after, sampled as PPO
+        trainer, eval_dataset, eval_source, reward_funcs, script_args) if script_args.eval_num_samples > 0 else None
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
         recorder, start = outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
 
     ################
     # Save
@@ -245,17 +242,19 @@ class RewardAdapter(nn.Module):
 
 
 class PPOTrainerWithRewardLogs(PPOTrainer):
-    """PPOTrainer that logs `reward` and `rewards/<name>/mean` as GRPOTrainer does (over every process), saves and
-    reaches the policy under DDP, and stops when a callback asks (its loop never reads `should_training_stop`),
-    finishing the update as its loop would."""
+    """PPOTrainer that logs `reward` and `rewards/<name>/mean` as GRPOTrainer does, saves under DDP and DeepSpeed,
+    resumes, and stops when a callback asks (its loop never reads `should_training_stop`), finishing the update."""
 
     latest_records: list[dict] = []
     is_distributed_loading_by_transformers = False  # read when saving; set by Trainer.__init__, which it skips
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if (unwrapped := self.accelerator.unwrap_model(self.model)) is not self.model:  # DDP's wrapper: the policy is
-            object.__setattr__(self.model, "policy", unwrapped.policy)  # what LoRA's reference and save_model read
+    def __init__(self, args: PPOConfig, **kwargs):
+        with extra("ppo", "DeepSpeed").adapter_outside_deepspeed() if args.deepspeed_plugin else nullcontext():
+            super().__init__(args=args, **kwargs)
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        if unwrapped is not self.model and not self.is_deepspeed_enabled:  # DDP's wrapper: what LoRA's reference,
+            for name in ("policy", "config"):  # save_model and the model card read on it
+                object.__setattr__(self.model, name, getattr(unwrapped, name))
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "objective/scores" in logs:  # once per update, on every process
@@ -268,7 +267,9 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
         if self.control.should_training_stop:
             raise _StopTraining
 
-    def train(self) -> None:
+    def train(self, resume_from_checkpoint: str | None = None) -> None:
+        if resume_from_checkpoint:  # both models, optimizer, counters, RNG states, the place in the data
+            extra("ppo", "--resume_from_checkpoint").resume(self, resume_from_checkpoint)
         try:
             super().train()
         except _StopTraining:  # the update was logged: finish it as the loop does, as a run's last update
@@ -284,12 +285,13 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
         super().generate_completions(sampling)
         self.reward_model.records = []  # TRL's sample tables score eval prompts: no training reward
 
-    def _save_checkpoint(self, model, trial) -> None:  # trl 1.12's model card reads a config DDP's wrapper lacks
-        wrapped, self.model = self.model, self.accelerator.unwrap_model(self.model)
-        try:
-            super()._save_checkpoint(model, trial)  # its save_model saves the policy alone, our `policy` above
-        finally:
-            self.model = wrapped
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        if self.is_deepspeed_enabled:  # trl 1.12 hands transformers the bare policy as the engine, and fails
+            extra("ppo", "DeepSpeed").save_policy(self, output_dir or self.args.output_dir)
+        else:  # the policy alone (and its tokenizer), our `policy` above under DDP
+            super().save_model(output_dir, _internal_call)
+        if _internal_call and extras_ppo:  # a checkpoint: the value model too, for --resume_from_checkpoint
+            extras_ppo.save_value_model(self, output_dir)
 
 
 class _StopTraining(Exception):  # leaves PPOTrainer's loop early (PPOTrainerWithRewardLogs)
@@ -327,10 +329,8 @@ def load_prompts(args: PPOScriptArguments):
 
 def prompt_ids(tokenizer, prompt) -> list[int]:
     """A prompt's ids as GRPOTrainer makes them: the chat template, or the tokenizer with its special tokens."""
-    if isinstance(prompt, list):
-        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True,
-                                             return_dict=True)["input_ids"]
-    return tokenizer(text=prompt)["input_ids"]
+    return (tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)
+            if isinstance(prompt, list) else tokenizer(text=prompt))["input_ids"]
 
 
 def set_ppo_pad_token(tokenizer, policy_path: str) -> None:

@@ -1,12 +1,15 @@
-"""PPO's extras: what trl 1.12's PPOTrainer would fail on late or ignore, stopped in one line before anything loads,
-and the held-out evaluation of its policy, sampled as PPOTrainer samples."""
+"""PPO's extras: what trl 1.12's PPOTrainer would fail on late or ignore, stopped in one line before anything loads;
+the held-out evaluation of its policy, sampled as PPOTrainer samples; and what it lacks for DeepSpeed and for resume
+(docs/ppo.md)."""
 
 import os
 import sys
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
-from accelerate import PartialState
+import torch
 import transformers
+from accelerate import PartialState
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, GenerationConfig
 
 from extras.evaluation import BeforeAfterEval, RewardModelReward, Sampling, prompt_token_ids
@@ -18,10 +21,10 @@ def check_options(script_args, training_args) -> None:
     if rollout % training_args.num_mini_batches:
         sys.exit(f"error: per_device_train_batch_size x gradient_accumulation_steps ({rollout}) must split into "
                  f"--num_mini_batches ({training_args.num_mini_batches}) equal minibatches")
-    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
-        sys.exit("error: PPO does not run under DeepSpeed here: trl 1.12's PPOTrainer fails when it saves (it hands "
-                 "transformers the policy as the DeepSpeed engine), and ZeRO-3 cannot wrap the reward functions' "
-                 "adapter, which has no parameters; launch with accelerate_configs/ddp.yaml")
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":  # on a CPU extras/cli.py refuses it first
+        sys.exit("error: PPO does not run under FSDP: trl 1.12's PPOTrainer has no FSDP code, and generates from the "
+                 "policy inside the FSDP-wrapped module, outside the forward in which FSDP gathers its weights; launch "
+                 "with accelerate_configs/zero3.yaml to shard PPO's models")
     if training_args.save_strategy in ("epoch", "best"):
         sys.exit(f"error: --save_strategy {training_args.save_strategy} never saves under trl 1.12's PPOTrainer, "
                  "which has no epochs or evaluation; use --save_strategy steps --save_steps N")
@@ -134,3 +137,111 @@ def new_value_head(path: str):
         elif PartialState().is_main_process:
             print(f"value model: {path} with a new value head ({', '.join(missing)}), which starts at random and "
                   "trains with the policy")
+
+
+@contextmanager
+def adapter_outside_deepspeed():
+    """trl 1.12's PPOTrainer hands its reward model to DeepSpeed, which cannot take the reward functions' adapter (no
+    weights, no config): the adapter stays outside, and only a reward model inside it goes in (sharded by ZeRO-3)."""
+    import trl.experimental.ppo.ppo_trainer as ppo_trainer
+
+    prepare = ppo_trainer.prepare_deepspeed
+
+    def prepare_inside(model, accelerator):
+        if not hasattr(model, "reward_funcs"):  # the reference model, as TRL prepares it
+            return prepare(model, accelerator)
+        if model.reward_model is not None:
+            model.reward_model = prepare(model.reward_model, accelerator)
+        return model
+
+    ppo_trainer.prepare_deepspeed = prepare_inside
+    try:
+        yield
+    finally:
+        ppo_trainer.prepare_deepspeed = prepare
+
+
+def save_policy(trainer, output_dir: str) -> None:
+    """Under DeepSpeed, the policy (or its adapter) and the tokenizer, gathered from the engine that holds it with the
+    value model (trl 1.12's save_model hands transformers the bare policy as the engine, and fails). Every process."""
+    state = trainer.accelerator.get_state_dict(trainer.model)  # ZeRO-3: each process's shards, gathered
+    policy = trainer.accelerator.unwrap_model(trainer.model).policy
+    if trainer.args.should_save:
+        policy.save_pretrained(output_dir, state_dict={k.removeprefix("policy."): v for k, v in state.items()
+                                                       if k.startswith("policy.")})
+        trainer.processing_class.save_pretrained(output_dir)
+
+
+def save_value_model(trainer, checkpoint: str) -> None:
+    """The value model, beside the policy in a checkpoint (under DeepSpeed the engine's checkpoint holds both)."""
+    if not trainer.is_deepspeed_enabled and trainer.args.should_save:
+        trainer.accelerator.unwrap_model(trainer.model).value_model.save_pretrained(Path(checkpoint) / "value_model")
+
+
+def resume(trainer, checkpoint: str) -> None:
+    """Continue from `checkpoint`, which trl 1.12's PPOTrainer cannot (trl #2657): the policy (or adapter), the value
+    model, optimizer and scheduler now; the update and episode counters, the RNG states and the place in the data
+    when training starts, so that the run goes on as if it had never stopped."""
+    from trl.experimental.ppo.ppo_trainer import OnlineTrainerState
+
+    if trainer.is_deepspeed_enabled:  # the engine's own checkpoint: both models and the optimizer
+        from transformers.integrations.deepspeed import deepspeed_load_checkpoint
+
+        deepspeed_load_checkpoint(trainer.model, checkpoint)
+    else:
+        wrapped, models = trainer.model, trainer.accelerator.unwrap_model(trainer.model)
+        for trainer.model, folder in [(models.policy, checkpoint), (models.value_model, f"{checkpoint}/value_model")]:
+            trainer._load_from_checkpoint(folder, model=trainer.model)  # full weights, shards or a LoRA adapter
+        trainer.model = wrapped
+        trainer.optimizer.load_state_dict(torch.load(f"{checkpoint}/optimizer.pt", weights_only=True))
+    trainer.lr_scheduler.load_state_dict(torch.load(f"{checkpoint}/scheduler.pt", weights_only=True))
+    saved = OnlineTrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+    trainer.dataloader = SkipBatches(trainer.dataloader, saved.global_step)
+    trainer.callback_handler.callbacks.insert(0, Resumed(trainer, checkpoint, saved))  # before the run's records
+    if PartialState().is_main_process:
+        print(f"resuming from {checkpoint}: update {saved.global_step} of {trainer.args.num_total_batches}, "
+              f"episode {saved.episode}")
+
+
+class Resumed(transformers.TrainerCallback):
+    """Where PPOTrainer's train() has set its counters to 0: the saved ones, the updates left, the RNG states; and its
+    sample tables at the updates where the run would have shown them (its loop counts from 1 again)."""
+
+    def __init__(self, trainer, checkpoint: str, saved):
+        self.trainer, self.checkpoint, self.saved = trainer, checkpoint, saved
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        state.global_step, state.episode, state.log_history = (self.saved.global_step, self.saved.episode,
+                                                               self.saved.log_history)
+        args.num_total_batches -= self.saved.global_step  # the loop's count, read after this callback
+        if args.num_sample_generations > 0:  # asked at every update, shown where the whole run's count says
+            every, show = self.trainer.sample_generations_freq, self.trainer.generate_completions
+            self.trainer.sample_generations_freq = 1
+            self.trainer.generate_completions = lambda sampling=False: show(sampling) if not sampling or (
+                state.global_step - 1) % every == 0 else None
+        self.trainer._load_rng_state(self.checkpoint)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        args.num_total_batches += self.saved.global_step
+
+
+class SkipBatches:
+    """`dataloader`, `skip` batches in: its order comes from its sampler's own generator, replayed batch by batch."""
+
+    def __init__(self, dataloader, skip: int):
+        self.dataloader, self.live = dataloader, None
+        epochs, rest = divmod(skip, len(dataloader))
+        for _ in range(epochs):
+            for _ in dataloader:
+                pass
+        if rest:
+            self.live = iter(dataloader)
+            for _ in range(rest):
+                next(self.live)
+
+    def __len__(self) -> int:
+        return len(self.dataloader)
+
+    def __iter__(self):
+        live, self.live = self.live, None
+        yield from live if live is not None else self.dataloader

@@ -19,8 +19,8 @@
 #      /tmp/w by earlier calls, otherwise random weights of its shape with its real tokenizer;
 #   2. parses and checks every run below as its script would (args_check.py);
 #   A. together: the default GRPO and PPO runs (bf16 and fp32) with the held-out evaluation, PPO under accelerate's
-#      bf16 autocast, the vLLM refusal, GRPO under FSDP, ZeRO-2 and ZeRO-3 and PPO under FSDP with one process
-#      (PPO refuses DeepSpeed), and both SmolLM2 recipes with before/after;
+#      bf16 autocast, the vLLM refusal, GRPO under FSDP, ZeRO-2 and ZeRO-3 and PPO under ZeRO-2 and ZeRO-3 (with
+#      checkpoints) with one process (PPO refuses FSDP), and both SmolLM2 recipes with before/after;
 #   B. alone: Qwen2.5-0.5B's shape outside the trainers (micro.py): forward+backward MFU, generation, Liger's loss;
 #   C. alone: GRPO and PPO steps of the Qwen2.5-0.5B recipes on its stand-in, timed (timed.py): LoRA, Liger, QLoRA, full.
 # Then summarize.py writes $OUT/summary.md (also printed), with env.txt, micro.json and logs.tgz beside it.
@@ -164,11 +164,11 @@ phase_a() {
             --total_episodes 640 --output_dir "$RUNS/ppo_amp_bf16" &
         run grpo_fsdp 180 "${A[@]}" -- $(launch 29511 fsdp) grpo_trl_example.py --max_steps 30 --eval_strategy no \
             --output_dir "$RUNS/grpo_fsdp" &
-        run ppo_fsdp 180 "${A[@]}" -- $(launch 29512 fsdp) ppo_trl_example.py --total_episodes 256 \
-            --output_dir "$RUNS/ppo_fsdp" &
         for zero in zero2 zero3; do
             run "grpo_$zero" 180 "${A[@]}" PYTHONPATH="$DS" -- $(launch $((29511 + ${zero: -1})) $zero) grpo_trl_example.py \
                 --max_steps 30 --eval_strategy no --output_dir "$RUNS/grpo_$zero" &
+            run "ppo_$zero" 180 "${A[@]}" PYTHONPATH="$DS" -- $(launch $((29515 + ${zero: -1})) $zero) ppo_trl_example.py \
+                --total_episodes 256 --save_strategy steps --save_steps 2 --output_dir "$RUNS/ppo_$zero" &
         done
     fi
     if [ -n "$SMOL" ]; then

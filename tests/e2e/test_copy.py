@@ -58,8 +58,8 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
         tmp_path / "out")
     assert not (tmp_path / "out" / "summary.json").exists()  # the run's records are an extra
 
-    for flag, value, extra in [("--eval_num_samples", 2, "evaluation"), ("--tools", "calculator", "tools")][
-            :1 if script.startswith("ppo") else 2]:
+    for flag, value, extra in [("--eval_num_samples", 2, "evaluation"), ("--resume_from_checkpoint", "last", "ppo")
+                               if script.startswith("ppo") else ("--tools", "calculator", "tools")]:
         refused = run_script(script, "--config", mine / "recipe.yaml", flag, value, "--output_dir", tmp_path / "no",
                              cwd=tmp_path, env=env, check=False)
         assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (

@@ -9,6 +9,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from conftest import REPO, THREADS, read_jsonl, run_script
 
@@ -103,9 +104,52 @@ def test_resume_from_a_checkpoint_path_repeats_the_steps_after_it(tmp_path):
     assert json.loads((resumed / "summary.json").read_text())["global_step"] == 4
 
 
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
 @pytest.mark.parametrize("value, message", [
     ("last", "error: --resume_from_checkpoint last: no complete checkpoint in"),
     ("./checkpoint-7", "error: --resume_from_checkpoint ./checkpoint-7: no such directory"),
 ])
-def test_resume_without_a_checkpoint_stops_before_loading(tmp_path, value, message, fails_early):
-    assert message in fails_early(tmp_path, "--resume_from_checkpoint", value)
+def test_resume_without_a_checkpoint_stops_before_loading(tmp_path, script, value, message, fails_early):
+    assert message in fails_early(tmp_path, "--resume_from_checkpoint", value, script=script)
+
+
+def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
+    """trl 1.12's PPOTrainer cannot resume (trl #2657); the script can. A PPO run SIGKILLed after the checkpoint of
+    update 3 (or 6) and resumed with `last` logs every update once, and ends where the same run left alone ends: the same
+    rewards at every update and the same policy, bit for bit on a CPU (the checkpoint holds the policy, the value
+    model, the optimizer and scheduler, the RNG states and the counters; the data order is replayed, and TRL's sample
+    tables come at the whole run's updates)."""
+    killed, alone = tmp_path / "killed", tmp_path / "alone"
+    updates = 16
+    args = ["--total_episodes", 64 * updates, "--eval_num_samples", 0, "--save_strategy", "steps", "--save_steps", 3,
+            "--num_sample_generations", 4]  # TRL's sample tables, at updates 1, 5, 9, 13: they draw random numbers too
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **THREADS}
+    proc = subprocess.Popen([sys.executable, str(REPO / "ppo_trl_example.py"), *map(str, args), "--output_dir",
+                             str(killed)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not ((killed / "checkpoint-3" / "trainer_state.json").exists()
+               and max((r["step"] for r in read_jsonl_lenient(killed / "metrics.jsonl")), default=0) >= 6):
+        assert proc.poll() is None and time.time() < deadline, "the run ended before the kill"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "summary.json").exists() and not (killed / f"checkpoint-{updates}").exists()
+    checkpoint = {p.name for p in (killed / "checkpoint-3").iterdir()}
+    assert {"model.safetensors", "value_model", "optimizer.pt", "scheduler.pt", "rng_state.pth"} <= checkpoint
+    assert json.loads((killed / "checkpoint-3" / "trainer_state.json").read_text())["episode"] == 3 * 64
+
+    proc = run_script("ppo_trl_example.py", *args, "--output_dir", killed, "--resume_from_checkpoint", "last",
+                      cwd=tmp_path)
+    run_script("ppo_trl_example.py", *args, "--output_dir", alone, cwd=tmp_path)
+    assert "resuming from" in proc.stdout and f"of {updates}" in proc.stdout
+
+    metrics = {run: read_jsonl(run / "metrics.jsonl") for run in (killed, alone)}
+    assert [m["step"] for m in metrics[killed]] == list(range(1, updates + 1))  # every update once, across the kill
+    for key in ("reward", "objective/kl", "loss/value_avg", "episode", "lr"):
+        assert [m[key] for m in metrics[killed]] == pytest.approx([m[key] for m in metrics[alone]], abs=1e-6), key
+    assert json.loads((killed / "summary.json").read_text())["global_step"] == updates
+
+    from safetensors.torch import load_file
+
+    ended, left_alone = (load_file(run / "model.safetensors") for run in (killed, alone))
+    assert all(torch.equal(ended[k], left_alone[k]) for k in left_alone)

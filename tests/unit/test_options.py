@@ -19,7 +19,7 @@ import ppo_trl_example as ppo
 from extras import cli
 
 SCRIPTS = {"grpo": grpo, "ppo": ppo}
-AUDITED = {"grpo": "049edaa25220", "ppo": "f7927e8115d0"}  # sha256 of the acting fields, sorted and space-joined
+AUDITED = {"grpo": "049edaa25220", "ppo": "f7a10fedf8ac"}  # sha256 of the acting fields, sorted and space-joined
 
 
 def all_fields(name: str) -> set[str]:
