@@ -115,8 +115,8 @@ def test_resume_without_a_checkpoint_stops_before_loading(tmp_path, script, valu
 
 def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
     """trl 1.12's PPOTrainer cannot resume (trl #2657); the script can. A PPO run SIGKILLed after the checkpoint of
-    update 3 (or 6) and resumed with `last` logs every update once, and ends where the same run left alone ends: the same
-    rewards at every update and the same policy, bit for bit on a CPU (the checkpoint holds the policy, the value
+    update 3 (or 6) and resumed with `last` logs every update once, and ends where the same run left alone ends: the
+    same rewards at every update and the same policy, bit for bit on a CPU (the checkpoint holds the policy, the value
     model, the optimizer and scheduler, the RNG states and the counters; the data order is replayed, and TRL's sample
     tables come at the whole run's updates)."""
     killed, alone = tmp_path / "killed", tmp_path / "alone"
