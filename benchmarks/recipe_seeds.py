@@ -10,6 +10,7 @@ Each run is `python <script> --config <recipe> --seed S <variant flags>`, from t
 per run: held-out pass@1 (sampled as training samples) and greedy accuracy before and after training, the pass@1
 gain, the gain per minute of the whole run (start-up and evaluation included), the training reward over the first
 and last 20% of logged steps, the wall time and the peak RSS; then mean, sd, min and max over seeds per variant.
+results.json and results.png (held-out accuracy after training, per variant and seed) go beside the runs.
 
 Times depend on the machine: the fp32 matmul rate is measured at the start, with the runs' thread count, and printed
 with the table. Sweeps may run two at a time, one thread each (`--parallel 2 --threads 1`): that compares what the
@@ -87,6 +88,33 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def figure(rows: list[dict], path: Path, title: str) -> None:
+    """Held-out pass@1 and greedy accuracy after training, one dot per seed and a bar for the mean, per variant; the
+    grey line is the mean before training (the same starting model for every variant)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(4 + 1.1 * len(variants), 4), sharey=True)
+    for ax, metric in zip(axes, ("pass@1", "greedy")):
+        for i, variant in enumerate(variants):
+            values = [r[f"{metric} after"] for r in rows if r["variant"] == variant]
+            ax.bar(i, statistics.mean(values), color="C0", alpha=0.35)
+            ax.plot([i] * len(values), values, "o", color="C0")
+        ax.axhline(statistics.mean(r[f"{metric} before"] for r in rows), color="grey", linestyle="--",
+                   label="before training")
+        ax.set_xticks(range(len(variants)), variants, rotation=30, ha="right", fontsize=8)
+        ax.set_title(f"held-out {metric} after training", fontsize=10)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, required=True, help="a recipe under recipes/<model>/<grpo|ppo>/")
@@ -116,8 +144,9 @@ def main():
     path = outputs_of(config) / "results.json"
     path.write_text(json.dumps({"recipe": yaml.safe_load(config.read_text()), "matmul_gflops": rate,
                                 "threads": args.threads, "parallel": args.parallel, "runs": results}, indent=2) + "\n")
+    figure(results, path.with_suffix(".png"), f"{repo_relative(config)}, {len(args.seeds)} seed(s) per variant")
     print(f"\nfp32 matmul {rate:.0f} GFLOP/s on {args.threads} thread(s); {args.parallel} run(s) at a time\n"
-          f"{table(results)}\n\nwritten to {repo_relative(path)}")
+          f"{table(results)}\n\nwritten to {repo_relative(path)} and {repo_relative(path.with_suffix('.png'))}")
 
 
 if __name__ == "__main__":
