@@ -40,14 +40,14 @@ def main():
     name = "zero3_vs_one_process" + ("_ppo" if args.script == "ppo" else "")
     args.output_dir = args.output_dir or OUTPUTS / name
     script, batch = f"{args.script}_trl_example.py", {"grpo": 16, "ppo": 32}[args.script]  # per process
-    length = ["--max_steps", str(args.steps)] if args.script == "grpo" else [
-        "--total_episodes", str(2 * batch * args.steps), "--eval_num_samples", "0", "--num_mini_batches", "4"]
+    # PPO refuses COMMON_FLAGS' options (its loop never reads them), and PPOTrainer logs every update anyway
+    length = [*COMMON_FLAGS, "--max_steps", str(args.steps)] if args.script == "grpo" else [
+        "--total_episodes", str(2 * batch * args.steps), "--eval_num_samples", "0"]
     rate = matmul_gflops(2)  # the yardstick for the wall time printed at the end
     print(f"fp32 matmul: {rate:.1f} GFLOP/s on 2 threads", flush=True)
     start, rows = time.time(), []
     for seed in args.seeds:
-        flags = [*(COMMON_FLAGS if args.script == "grpo" else ["--report_to", "none"]), *length, "--seed", str(seed),
-                 "--save_strategy", "no"]
+        flags = [*length, "--seed", str(seed), "--save_strategy", "no"]
         zero3, one = args.output_dir / f"zero3-{seed}", args.output_dir / f"one-{seed}"
         runs = [[*LAUNCH, script, *flags, "--per_device_train_batch_size", str(batch), "--output_dir", str(zero3)],
                 [sys.executable, script, *flags, "--per_device_train_batch_size", str(2 * batch),
