@@ -21,7 +21,8 @@ runner adds them from the outside, the same way for every script it runs, withou
     a weight that trains, once more for the weight's. It is kept as a running total, read at each log (`flops_at_log`:
     [time.time(), forward, backward]), so a step's FLOPs against its time, next to the machine's matmul rate, say how
     close the step comes to what the CPU can do. Attention's own products (QK^T, AV) are not counted: at the lengths
-    the benchmarks use they are under 3% of a Llama's FLOPs.
+    the benchmarks use they are under 3% of a Llama's FLOPs. The FLOPs run inside `generate` are counted apart as
+    well (`flops_at_log`'s fourth entry), so generation's rate can be set against the training passes'.
 
 The record is written as JSON to $BENCH_RECORD when training ends, and again at exit (with `t_exit`).
 The script runs as `__main__` with its own folder first on sys.path, as `python SCRIPT` would put it.
@@ -38,7 +39,7 @@ import time
 T_RUNNER_START = time.time()
 
 import torch  # noqa: E402
-from transformers import Trainer, TrainerCallback  # noqa: E402
+from transformers import GenerationMixin, Trainer, TrainerCallback  # noqa: E402
 from transformers.trainer_callback import CallbackHandler  # noqa: E402
 from trl.extras import profiling  # noqa: E402
 
@@ -51,9 +52,9 @@ RECORD = {
     "callbacks": {},  # {step: {callback class: seconds spent in its event methods during that step}}
     "args": None,
     "model": None,
-    "flops_at_log": [],  # [time.time(), forward FLOPs so far, backward FLOPs so far] at each on_log
+    "flops_at_log": [],  # [time.time(), forward, backward, generate's FLOPs so far] at each on_log
 }
-FLOPS = {"forward": 0, "backward": 0}
+FLOPS = {"forward": 0, "backward": 0, "generate": 0}
 _current_step = [0]
 
 
@@ -107,6 +108,19 @@ def counted_linear_forward(self, input):
 
 torch.nn.Linear.forward = counted_linear_forward
 
+_generate = GenerationMixin.generate
+
+
+def counted_generate(self, *args, **kwargs):
+    before = FLOPS["forward"]
+    try:
+        return _generate(self, *args, **kwargs)
+    finally:
+        FLOPS["generate"] += FLOPS["forward"] - before
+
+
+GenerationMixin.generate = counted_generate
+
 _original_train = Trainer.train
 
 
@@ -132,7 +146,7 @@ def call_event_timed(self, event, args, state, control, **kwargs):
     # transformers' CallbackHandler.call_event, with a clock around each callback. The start and end of training
     # are recorded here rather than in StepClock, since trainers that override train() (PPOTrainer) still send them.
     if event == "on_log":
-        RECORD["flops_at_log"].append([time.time(), FLOPS["forward"], FLOPS["backward"]])
+        RECORD["flops_at_log"].append([time.time(), FLOPS["forward"], FLOPS["backward"], FLOPS["generate"]])
     if event in ("on_train_begin", "on_train_end"):
         phase = event.removeprefix("on_train_")
         RECORD[f"t_train_{phase}"] = time.time()
