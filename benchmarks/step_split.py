@@ -8,7 +8,7 @@ alone, on both threads, without the held-out evaluation. For the steps after the
 of: the step's time and its completions; generation's time (TRL's `transformers.generate` timer) and its share; the
 rate of generation's matmuls (the FLOPs counted inside `generate`), of the rest of the step (forward, backward and
 optimizer, against the time left), and of the whole step, each as a fraction of the fp32 matmul rate measured at the
-start of the same run. Writes results/step_split.json.
+start of the same run. Writes benchmarks/results/step_split.json.
 """
 
 import argparse
