@@ -24,8 +24,7 @@ RECIPE = "recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml"
 
 def split(record: dict) -> dict:
     """Per-step medians after the first step, from the FLOP counts at each log and TRL's generate timer."""
-    # [time, forward, backward, generate FLOPs so far] at each step's log, without the run's closing summary log
-    logs = [at + [log["step"]] for at, log in zip(record["flops_at_log"], record["logs"]) if "train_runtime" not in log]
+    logs = record["flops_at_log"]  # [time, forward, backward, generate FLOPs so far, step] at each step's log
     generate_s = {}
     for name, step, seconds in record["profiling"]:
         if name.endswith("transformers.generate"):

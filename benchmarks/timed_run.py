@@ -18,11 +18,12 @@ runner adds them from the outside, the same way for every script it runs, withou
 
   - a count of the matrix-multiply FLOPs of every `torch.nn.Linear` call (LoRA's base layers and adapters included):
     2 x rows x in x out for the forward, and when gradients are on, as much again for the input's gradient and, for
-    a weight that trains, once more for the weight's. It is kept as a running total, read at each log (`flops_at_log`:
-    [time.time(), forward, backward]), so a step's FLOPs against its time, next to the machine's matmul rate, say how
-    close the step comes to what the CPU can do. Attention's own products (QK^T, AV) are not counted: at the lengths
-    the benchmarks use they are under 3% of a Llama's FLOPs. The FLOPs run inside `generate` are counted apart as
-    well (`flops_at_log`'s fourth entry), so generation's rate can be set against the training passes'.
+    a weight that trains, once more for the weight's. It is kept as a running total, read at each step's log
+    (`flops_at_log`: [time.time(), forward, backward, generate, step]; not at the run's closing summary log), so a
+    step's FLOPs against its time, next to the machine's matmul rate, say how close the step comes to what the CPU
+    can do. Attention's own products (QK^T, AV) are not counted: at the lengths the benchmarks use they are under 3%
+    of a Llama's FLOPs. The FLOPs run inside `generate` are counted apart (`generate`), so generation's rate can be
+    set against the training passes'.
 
 The record is written as JSON to $BENCH_RECORD when training ends, and again at exit (with `t_exit`).
 The script runs as `__main__` with its own folder first on sys.path, as `python SCRIPT` would put it.
@@ -52,7 +53,7 @@ RECORD = {
     "callbacks": {},  # {step: {callback class: seconds spent in its event methods during that step}}
     "args": None,
     "model": None,
-    "flops_at_log": [],  # [time.time(), forward, backward, generate's FLOPs so far] at each on_log
+    "flops_at_log": [],  # [time.time(), forward, backward, generate's FLOPs so far, step] at each step's on_log
 }
 FLOPS = {"forward": 0, "backward": 0, "generate": 0}
 _current_step = [0]
@@ -145,8 +146,9 @@ profiling.ProfilingContext._log_metrics = log_metrics_and_record
 def call_event_timed(self, event, args, state, control, **kwargs):
     # transformers' CallbackHandler.call_event, with a clock around each callback. The start and end of training
     # are recorded here rather than in StepClock, since trainers that override train() (PPOTrainer) still send them.
-    if event == "on_log":
-        RECORD["flops_at_log"].append([time.time(), FLOPS["forward"], FLOPS["backward"], FLOPS["generate"]])
+    if event == "on_log" and "train_runtime" not in kwargs["logs"]:  # a step's log, not the run's closing summary
+        RECORD["flops_at_log"].append([time.time(), FLOPS["forward"], FLOPS["backward"], FLOPS["generate"],
+                                       state.global_step])
     if event in ("on_train_begin", "on_train_end"):
         phase = event.removeprefix("on_train_")
         RECORD[f"t_train_{phase}"] = time.time()

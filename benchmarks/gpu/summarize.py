@@ -82,7 +82,7 @@ def timing(name):
         return ""
     logs, calls = record.get("flops_at_log", []), record.get("generate_calls", [])
     rows = []
-    for (t0, f0, b0), (t1, f1, b1) in zip(logs[1:], logs[2:]):
+    for (t0, f0, b0, *_), (t1, f1, b1, *_) in zip(logs[1:], logs[2:]):
         generate = sum(seconds for end, seconds in calls if t0 < end <= t1)
         rows.append((t1 - t0, generate, (f1 + b1) - (f0 + b0)))
     text = ""
