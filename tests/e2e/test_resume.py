@@ -16,26 +16,28 @@ from conftest import REPO, THREADS, read_jsonl, run_script
 from extras.outputs import read_jsonl_lenient
 
 
+def kill_after(script: str, args: list, out, checkpoint: int, logged: int, cwd) -> None:
+    """Run `script` as a user would and SIGKILL it once it has saved checkpoint-`checkpoint` in `out` and logged step
+    `logged` past it: steps the resumed run must replace."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **THREADS}
+    proc = subprocess.Popen([sys.executable, str(REPO / script), *map(str, args)], cwd=cwd, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not ((out / f"checkpoint-{checkpoint}" / "trainer_state.json").exists()
+               and max((r["step"] for r in read_jsonl_lenient(out / "metrics.jsonl")), default=0) >= logged):
+        assert proc.poll() is None and time.time() < deadline, "the run ended before the kill"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
 @pytest.mark.newest_trl
 def test_grpo_kill_and_resume(tmp_path):
     out = tmp_path / "out"
     steps = 60
     args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--save_steps", 10,
             "--eval_strategy", "no"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", **THREADS}
-    proc = subprocess.Popen([sys.executable, str(REPO / "grpo_trl_example.py"), *map(str, args)], cwd=tmp_path,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-
-    def logged_steps() -> list[int]:
-        return [r["step"] for r in read_jsonl_lenient(out / "metrics.jsonl")]
-
-    # Kill it once it has checkpointed step 10 and logged steps past it, which the resumed run must replace.
-    while not ((out / "checkpoint-10" / "trainer_state.json").exists() and max(logged_steps(), default=0) >= 12):
-        assert proc.poll() is None and time.time() < deadline, "the run ended before the kill"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_after("grpo_trl_example.py", args, out, checkpoint=10, logged=12, cwd=tmp_path)
     before_kill = read_jsonl(out / "metrics.jsonl")
     assert 12 <= max(r["step"] for r in before_kill) < steps and not (out / "summary.json").exists()
     assert not (out / "checkpoint-60").exists()  # killed mid-run, not at the end
@@ -123,16 +125,7 @@ def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
     updates = 16
     args = ["--total_episodes", 64 * updates, "--eval_num_samples", 0, "--save_strategy", "steps", "--save_steps", 3,
             "--num_sample_generations", 4]  # TRL's sample tables, at updates 1, 5, 9, 13: they draw random numbers too
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", **THREADS}
-    proc = subprocess.Popen([sys.executable, str(REPO / "ppo_trl_example.py"), *map(str, args), "--output_dir",
-                             str(killed)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while not ((killed / "checkpoint-3" / "trainer_state.json").exists()
-               and max((r["step"] for r in read_jsonl_lenient(killed / "metrics.jsonl")), default=0) >= 6):
-        assert proc.poll() is None and time.time() < deadline, "the run ended before the kill"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_after("ppo_trl_example.py", [*args, "--output_dir", killed], killed, checkpoint=3, logged=6, cwd=tmp_path)
     assert not (killed / "summary.json").exists() and not (killed / f"checkpoint-{updates}").exists()
     checkpoint = {p.name for p in (killed / "checkpoint-3").iterdir()}
     assert {"model.safetensors", "value_model", "optimizer.pt", "scheduler.pt", "rng_state.pth"} <= checkpoint
