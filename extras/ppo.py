@@ -190,6 +190,7 @@ def resume(trainer, checkpoint: str) -> None:
         deepspeed_load_checkpoint(trainer.model, checkpoint)
     else:
         wrapped, models = trainer.model, trainer.accelerator.unwrap_model(trainer.model)
+        # each model as trainer.model in turn: transformers reads it there after loading (to tie its weights)
         for trainer.model, folder in [(models.policy, checkpoint), (models.value_model, f"{checkpoint}/value_model")]:
             trainer._load_from_checkpoint(folder, model=trainer.model)  # full weights, shards or a LoRA adapter
         trainer.model = wrapped
