@@ -23,7 +23,9 @@ runner adds them from the outside, the same way for every script it runs, withou
     step's FLOPs against its time, next to the machine's matmul rate, say how close the step comes to what the CPU
     can do. Attention's own products (QK^T, AV) are not counted: at the lengths the benchmarks use they are under 3%
     of a Llama's FLOPs. The FLOPs run inside `generate` are counted apart (`generate`), so generation's rate can be
-    set against the training passes'.
+    set against the training passes';
+  - a clock around every `generate` call (`generate_calls`: [time.time() at its end, seconds]), for GRPO and PPO
+    alike (PPOTrainer has no profiling timers of its own), and on a GPU the CUDA allocator's peak at exit.
 
 The record is written as JSON to $BENCH_RECORD when training ends, and again at exit (with `t_exit`).
 The script runs as `__main__` with its own folder first on sys.path, as `python SCRIPT` would put it.
@@ -54,6 +56,7 @@ RECORD = {
     "args": None,
     "model": None,
     "flops_at_log": [],  # [time.time(), forward, backward, generate's FLOPs so far, step] at each step's on_log
+    "generate_calls": [],  # [time.time() at the end, seconds] for each generate call
 }
 FLOPS = {"forward": 0, "backward": 0, "generate": 0}
 _current_step = [0]
@@ -113,11 +116,14 @@ _generate = GenerationMixin.generate
 
 
 def counted_generate(self, *args, **kwargs):
-    before = FLOPS["forward"]
+    before, start = FLOPS["forward"], time.perf_counter()
     try:
         return _generate(self, *args, **kwargs)
     finally:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # the call ends when its kernels do, not when Python returns
         FLOPS["generate"] += FLOPS["forward"] - before
+        RECORD["generate_calls"].append([time.time(), time.perf_counter() - start])
 
 
 GenerationMixin.generate = counted_generate
@@ -176,6 +182,9 @@ CallbackHandler.call_event = call_event_timed
 def at_exit():
     RECORD["t_exit"] = time.time()
     RECORD["peak_rss_mib_exit"] = peak_rss_mib()
+    if torch.cuda.is_available():
+        RECORD["cuda_max_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        RECORD["cuda_max_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
     dump()
 
 

@@ -22,7 +22,8 @@
 #      bf16 autocast, the vLLM refusal, GRPO under FSDP, ZeRO-2 and ZeRO-3 and PPO under ZeRO-2 and ZeRO-3 (with
 #      checkpoints) with one process (PPO refuses FSDP), and both SmolLM2 recipes with before/after;
 #   B. alone: Qwen2.5-0.5B's shape outside the trainers (micro.py): forward+backward MFU, generation, Liger's loss;
-#   C. alone: GRPO and PPO steps of the Qwen2.5-0.5B recipes on its stand-in, timed (timed.py): LoRA, Liger, QLoRA, full.
+#   C. alone: GRPO and PPO steps of the Qwen2.5-0.5B recipes on its stand-in, timed (benchmarks/timed_run.py): LoRA,
+#      Liger, QLoRA, full.
 # Then summarize.py writes $OUT/summary.md (also printed), with env.txt, micro.json and logs.tgz beside it.
 #
 # Env: BUDGET (s, default 450): a phase of A/B/C that would not fit in what is left is skipped, and says so.
@@ -195,7 +196,7 @@ qwen() {  # qwen NAME SCRIPT SECONDS PYTHONPATH ARGS...: a timed run of a Qwen2.
               --per_device_train_batch_size "$QWEN_BATCH" --gradient_accumulation_steps 1 --num_sample_generations 0)
     fi
     run "$name" $((seconds * 3)) PYTHONPATH="$path" BENCH_RECORD="$RUNS/$name/record.json" -- \
-        $PY "$HERE/timed.py" "${script}_trl_example.py" --config "recipes/Qwen2.5-0.5B-Instruct/$script/config_gsm8k.yaml" \
+        $PY benchmarks/timed_run.py "${script}_trl_example.py" --config "recipes/Qwen2.5-0.5B-Instruct/$script/config_gsm8k.yaml" \
         --model_name_or_path "$Q" --dataset_name "$GSM" --save_strategy no \
         --output_dir "$RUNS/$name" "${size[@]}" "$@"
 }
