@@ -110,7 +110,7 @@ SMOLLM2_POINTS += [("grpo", 16, False, ["--activation_checkpointing", "true"]),
 
 def measure_smollm2(script: str, length: int, lora: bool, flags: list[str], steps: int, output_dir: Path) -> dict:
     """One SmolLM2 run of `steps` steps from the script's recipe, timed and FLOP-counted (timed_run.py)."""
-    from harness import run
+    from harness import run, step_flops
 
     name = "-".join(["smollm2", script, f"L{length}", "lora" if lora else "full", *[f.strip("-") for f in flags]])
     out = output_dir / "runs" / name
@@ -120,10 +120,9 @@ def measure_smollm2(script: str, length: int, lora: bool, flags: list[str], step
             length_flag, str(length), *size, *(LORA if lora else []), *flags]  # both log every step
     record = run(f"{script}_trl_example.py", args, out.with_suffix(".json"), env={"OMP_NUM_THREADS": "2"},
                  time_v=True, timeout=3600)
-    logs = record["flops_at_log"]  # the time and the FLOPs so far at the end of each step; the first step warms up
-    intervals = [(b[0] - a[0], (b[1] - a[1]) + (b[2] - a[2])) for a, b in zip(logs, logs[1:])]
-    seconds = statistics.median(t for t, _ in intervals)
-    flops = statistics.median(f for _, f in intervals)
+    steps = step_flops(record)  # the first step, which warms up, left out
+    seconds = statistics.median(s["s"] for s in steps)
+    flops = statistics.median(s["flops"] for s in steps)
     return {"script": script, "length": length, "lora": lora, "flags": " ".join(flags), "step_s": round(seconds, 2),
             "ms_per_completion": round(1000 * seconds / 16, 1), "tflop_per_step": round(flops / 1e12, 3),
             "gflops": round(flops / seconds / 1e9, 1), "peak_rss_mib": round(record["max_rss_mib"]),

@@ -107,6 +107,14 @@ def trl_step_times(record: dict, warmup: int) -> list[float]:
     return [log["step_time"] for log in record["logs"] if "step_time" in log and log["step"] > warmup]
 
 
+def step_flops(record: dict) -> list[dict]:
+    """Each logged step after the first, from `flops_at_log`: its number, the time of its log, its seconds (log to
+    log), and the nn.Linear FLOPs run in it, in all and inside `generate`."""
+    logs = record["flops_at_log"]  # [time, forward, backward, generate's FLOPs so far, step] at each step's log
+    return [{"step": b[4], "end": b[0], "s": b[0] - a[0], "flops": (b[1] - a[1]) + (b[2] - a[2]),
+             "generate_flops": b[3] - a[3]} for a, b in zip(logs, logs[1:])]
+
+
 def startup_s(record: dict) -> float:
     """Seconds from launching the process to the start of the first training step."""
     return dict(record["step_begin"])[1] - record["t_launch"]

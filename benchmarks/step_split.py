@@ -17,30 +17,25 @@ import shlex
 import statistics
 import sys
 
-from harness import BENCH, REPO, matmul_gflops, repo_relative, run
+from harness import BENCH, REPO, matmul_gflops, repo_relative, run, step_flops
 
 RECIPE = "recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml"
 
 
 def split(record: dict) -> dict:
     """Per-step medians after the first step, from the FLOP counts at each log and TRL's generate timer."""
-    logs = record["flops_at_log"]  # [time, forward, backward, generate FLOPs so far, step] at each step's log
     generate_s = {}
     for name, step, seconds in record["profiling"]:
         if name.endswith("transformers.generate"):
             generate_s[step] = generate_s.get(step, 0.0) + seconds
-    steps = []
-    for a, b in zip(logs, logs[1:]):
-        seconds, gen_s = b[0] - a[0], generate_s.get(b[4], 0.0)
-        flops, gen_flops = (b[1] - a[1]) + (b[2] - a[2]), b[3] - a[3]
-        steps.append({"s": seconds, "gen_s": gen_s, "flops": flops, "gen_flops": gen_flops})
-    med = {key: statistics.median(s[key] for s in steps) for key in steps[0]}
+    steps = [{**s, "gen_s": generate_s.get(s["step"], 0.0)} for s in step_flops(record)]
+    med = {key: statistics.median(s[key] for s in steps) for key in ("s", "gen_s", "flops", "generate_flops")}
     args = record["args"]
     completions = args["per_device_train_batch_size"] * args["gradient_accumulation_steps"]
     return {"completions": completions, "step_s": med["s"], "ms_per_completion": 1000 * med["s"] / completions,
             "generate_s": med["gen_s"], "generate_share": med["gen_s"] / med["s"],
-            "generate_gflops": med["gen_flops"] / med["gen_s"] / 1e9 if med["gen_s"] else None,
-            "rest_gflops": (med["flops"] - med["gen_flops"]) / (med["s"] - med["gen_s"]) / 1e9,
+            "generate_gflops": med["generate_flops"] / med["gen_s"] / 1e9 if med["gen_s"] else None,
+            "rest_gflops": (med["flops"] - med["generate_flops"]) / (med["s"] - med["gen_s"]) / 1e9,
             "step_gflops": med["flops"] / med["s"] / 1e9}
 
 

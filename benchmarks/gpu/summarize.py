@@ -8,6 +8,9 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import step_flops  # noqa: E402
+
 W = os.environ["W"]
 RUNS, LOGS = f"{W}/runs", f"{W}/logs"
 
@@ -76,19 +79,16 @@ def learning(name):
 
 def timing(name):
     """Median over logged steps (the first two left out: warm-up) of the step's time, its generate seconds, and the
-    nn.Linear FLOPs counted in it; with the allocator's peak."""
+    nn.Linear FLOPs counted in it and outside generate; with the allocator's peak."""
     record = load(f"{RUNS}/{name}/record.json")
     if record is None:
         return ""
-    logs, calls = record.get("flops_at_log", []), record.get("generate_calls", [])
-    rows = []
-    for (t0, f0, b0, *_), (t1, f1, b1, *_) in zip(logs[1:], logs[2:]):
-        generate = sum(seconds for end, seconds in calls if t0 < end <= t1)
-        rows.append((t1 - t0, generate, (f1 + b1) - (f0 + b0)))
+    rows = [(s["s"], sum(seconds for end, seconds in record["generate_calls"] if s["end"] - s["s"] < end <= s["end"]),
+             s["flops"], s["flops"] - s["generate_flops"]) for s in step_flops(record)[1:]]
     text = ""
     if rows:
-        seconds, generate, flops = (statistics.median(column) for column in zip(*rows))
-        train_tflops = flops / max(seconds - generate, 1e-9) / 1e12  # generation's forward passes are few FLOPs
+        seconds, generate, flops, train_flops = (statistics.median(column) for column in zip(*rows))
+        train_tflops = train_flops / max(seconds - generate, 1e-9) / 1e12
         text = (f"; step {seconds:.2f} s, generate {generate:.2f} s ({generate / seconds:.0%}); "
                 f"{flops / seconds / 1e12:.3g} TFLOP/s over the step = {flops / seconds / 1e12 / datasheet:.3g} of "
                 f"datasheet; outside generate {train_tflops:.3g} TFLOP/s"
