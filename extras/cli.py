@@ -12,16 +12,18 @@ import sys
 from pathlib import Path
 
 import torch
-from accelerate import PartialState
 
 
 def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tuple:
     """`parser.parse_args_and_config()`, every mistake one `error:` line. Options the trainer never reads (the
-    parsed config class's own TrainingArguments fields) and `refused` stop the run when set, as flags or recipe keys.
-    The values are read from argparse alone: a second training config would start the process group twice."""
-    args, config_class = list(sys.argv[1:] if args is None else args), parser.dataclass_types[1]
-    refused = {**{name: f"{config_class.__name__}'s trainer never reads it" for name in UNREAD.get(
-        config_class.__name__, [])}, **refused}
+    parsed config class's own TrainingArguments fields), those it computes itself, and `refused` stop the run when
+    set, as flags or recipe keys. The values are read from argparse alone: a second training config would start the
+    process group twice."""
+    args, config = list(sys.argv[1:] if args is None else args), parser.dataclass_types[1].__name__
+    refused = {**dict.fromkeys(UNREAD.get(config, []), f"{config}'s trainer never reads it"),
+               **dict.fromkeys(COMPUTED.get(config, []), f"{config}'s trainer computes it from the batch settings "
+                                                          "and the number of processes"),
+               **refused}
     parser.usage = "%(prog)s [--config recipe.yaml] [--option value ...]"
     parser.description = ("Every option is a flag and a key of a YAML recipe given with --config; flags win. "
                           "docs/options.md lists the ones you will use; refused options are not listed.")
@@ -73,18 +75,18 @@ def refuse(refused: dict[str, str], defaults: dict, values) -> None:
             sys.exit(f"error: --{name} is not supported here: {why}")
 
 
-# The options each trainer never reads, sorted by tests/unit/test_options.py's audit (trl 1.12, transformers 5.23)
+# The options each trainer never reads, and those PPOTrainer overwrites with values it computes (trl 1.12,
+# transformers 5.23): tests/unit/test_option_audit.py checks both lists against the trainers' source
 UNREAD = {
-    "GRPOConfig": """ignore_bias_buffers log_multimodal label_smoothing_factor label_names prediction_loss_only
+    "GRPOConfig": """ignore_bias_buffers label_smoothing_factor label_names prediction_loss_only
         include_for_metrics batch_eval_metrics eval_do_concat_batches eval_accumulation_steps eval_use_gather_object
         train_sampling_strategy length_column_name data_seed average_tokens_across_devices bf16_full_eval
         fp16_full_eval use_cache do_train do_predict""".split(),
-    "PPOConfig": """ignore_bias_buffers num_train_epochs max_grad_norm label_smoothing_factor
-        average_tokens_across_devices auto_find_batch_size torch_empty_cache_steps neftune_noise_alpha use_liger_kernel
-        liger_kernel_config use_cache bf16 fp16 bf16_full_eval fp16_full_eval torch_compile torch_compile_backend
-        torch_compile_mode accelerator_config
-        parallelism_config ddp_find_unused_parameters ddp_bucket_cap_mb ddp_broadcast_buffers ddp_static_graph fsdp
-        fsdp_config deepspeed ds3_gather_for_generation logging_steps logging_strategy logging_first_step
+    "PPOConfig": """ignore_bias_buffers max_grad_norm label_smoothing_factor average_tokens_across_devices
+        auto_find_batch_size torch_empty_cache_steps neftune_noise_alpha use_liger_kernel liger_kernel_config use_cache
+        bf16 fp16 bf16_full_eval fp16_full_eval torch_compile torch_compile_backend torch_compile_mode
+        accelerator_config parallelism_config ddp_find_unused_parameters ddp_bucket_cap_mb ddp_broadcast_buffers
+        ddp_static_graph fsdp fsdp_config deepspeed logging_steps logging_strategy logging_first_step
         logging_nan_inf_filter include_num_input_tokens_seen log_level log_level_replica log_on_each_node
         skip_memory_metrics debug eval_strategy eval_steps eval_delay eval_on_start prediction_loss_only
         eval_do_concat_batches eval_use_gather_object eval_accumulation_steps include_for_metrics batch_eval_metrics
@@ -92,8 +94,11 @@ UNREAD = {
         restore_callback_states_from_checkpoint dataloader_drop_last dataloader_num_workers dataloader_pin_memory
         dataloader_persistent_workers dataloader_prefetch_factor dataloader_multiprocessing_context dataloader_in_order
         data_seed train_sampling_strategy length_column_name full_determinism label_names do_eval do_train do_predict
-        world_size num_total_batches micro_batch_size local_batch_size batch_size local_mini_batch_size mini_batch_size
-        model_adapter_name ref_adapter_name bnb_4bit_quant_type use_bnb_nested_quant bnb_4bit_quant_storage""".split(),
+        bnb_4bit_quant_type use_bnb_nested_quant bnb_4bit_quant_storage""".split(),
+}
+COMPUTED = {
+    "PPOConfig": """world_size local_batch_size micro_batch_size batch_size mini_batch_size local_mini_batch_size
+        num_total_batches""".split(),
 }
 
 
@@ -168,9 +173,6 @@ def check(script_args, training_args, model_args) -> None:
             sys.exit(f"error: --model_name_or_path {name} is not a local directory, and " + (
                 "the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache" if constants.HF_HUB_OFFLINE
                 else f"the hub could not serve it ({type(error).__name__})"))
-    if "--config" not in sys.argv and not Path(name).is_relative_to(here / "assets") and PartialState().is_main_process:
-        print(f"NOTE: no --config: the default run's settings (recipes/tiny/) suit the bundled tiny model, not {name}: "
-              "start from a recipe in recipes/")
     for flag, path in [("--reward_model_name_or_path", p) for p in getattr(script_args, "reward_model_name_or_path", [])
                        ] + [("--reward_model_path", getattr(training_args, "reward_model_path", None))]:
         if path:  # a causal LM would load as a classifier with a new, random head, and train on noise

@@ -2,10 +2,11 @@
 
 The scripts parse every field of TRL's configs (GRPOConfig / PPOConfig include transformers' TrainingArguments),
 of ModelConfig and of their own arguments. Those that would train silently wrong are each script's REFUSED, with
-a reason; those the trainer never reads are extras/cli.py's UNREAD; every other one was checked to act (trl 1.12.0,
-transformers 5.23: the audit read the trainers' code paths and ran the doubtful ones). AUDITED holds a digest of the
-acting fields so audited: an upgrade that adds, removes or renames a field fails test_every_option_is_audited
-until the field is sorted, and the digest updated.
+a reason; those the trainer never reads, or computes itself, are extras/cli.py's UNREAD and COMPUTED, checked
+against the trainers' source by test_option_audit.py; every other one was checked to act (trl 1.12.0, transformers
+5.23: the audit read the trainers' code paths and ran the doubtful ones). AUDITED holds a digest of the acting fields
+so audited: an upgrade that adds, removes or renames a field fails test_every_option_is_audited until the field is
+sorted, and the digest updated.
 """
 
 import hashlib
@@ -19,7 +20,7 @@ import ppo_trl_example as ppo
 from extras import cli
 
 SCRIPTS = {"grpo": grpo, "ppo": ppo}
-AUDITED = {"grpo": "049edaa25220", "ppo": "f7a10fedf8ac"}  # sha256 of the acting fields, sorted and space-joined
+AUDITED = {"grpo": "fa30a25f6acf", "ppo": "08c2bbadb0a5"}  # sha256 of the acting fields, sorted and space-joined
 
 
 def all_fields(name: str) -> set[str]:
@@ -28,7 +29,8 @@ def all_fields(name: str) -> set[str]:
 
 def refused(name: str) -> dict[str, str]:
     config = SCRIPTS[name].make_parser().dataclass_types[1].__name__
-    return {**dict.fromkeys(cli.UNREAD[config], "never read"), **SCRIPTS[name].REFUSED}
+    return {**dict.fromkeys(cli.UNREAD[config] + cli.COMPUTED.get(config, []), "never read, or computed"),
+            **SCRIPTS[name].REFUSED}
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -60,7 +62,6 @@ REFUSED = [
     ("ppo", {"eval_strategy": "steps"}, {}, "eval_strategy"),
     ("ppo", {}, {"logging_steps": 3}, "logging_steps"),
     ("ppo", {"bf16": "true"}, {}, "bf16"),
-    ("ppo", {"ds3_gather_for_generation": "false"}, {}, "ds3_gather_for_generation"),  # for ZeRO-3, which PPO refuses
     ("ppo", {}, {"max_grad_norm": 0.1}, "max_grad_norm"),
     ("ppo", {"max_grad_norm": 0.5}, {"max_grad_norm": 0.1}, "max_grad_norm"),
     ("ppo", {"learning_rate": 1e-4}, {"logging_steps": 3, "learning_rate": 1e-5}, "logging_steps"),
@@ -79,6 +80,22 @@ def test_refused_from_a_flag_a_recipe_key_or_both(tmp_path, name, flags, keys, o
         argv += ["--config", str(tmp_path / "recipe.yaml")]
     with pytest.raises(SystemExit, match=f"error: --{option} is not supported here: "):
         cli.parse(SCRIPTS[name].make_parser(not keys), SCRIPTS[name].REFUSED, argv)
+
+
+def test_ppo_accepts_the_options_its_trainer_reads(tmp_path):
+    """PPOTrainer trains num_train_epochs x the dataset's prompts when total_episodes is unset, and gathers ZeRO-3's
+    weights for generation unless ds3_gather_for_generation is false: both act, as a flag or a recipe key."""
+    (tmp_path / "recipe.yaml").write_text("num_train_epochs: 1\n")
+    for argv in (["--ds3_gather_for_generation", "false", "--num_train_epochs", "1"],
+                 ["--ds3_gather_for_generation", "false", "--config", str(tmp_path / "recipe.yaml")]):
+        _, training_args, _ = cli.parse(ppo.make_parser("--config" not in argv), ppo.REFUSED, argv)
+        assert (training_args.ds3_gather_for_generation, training_args.num_train_epochs) == (False, 1)
+
+
+@pytest.mark.parametrize("option", ["batch_size", "world_size"])
+def test_ppo_refuses_what_its_trainer_computes_saying_so(option):
+    with pytest.raises(SystemExit, match=f"--{option} is not supported here: PPOConfig's trainer computes it "):
+        cli.parse(ppo.make_parser(), ppo.REFUSED, [f"--{option}", "3"])
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
