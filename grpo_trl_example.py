@@ -4,8 +4,9 @@
     python grpo_trl_example.py --config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml
     accelerate launch --config_file accelerate_configs/zero2.yaml grpo_trl_example.py --config RECIPE.yaml
 
-A run without --config takes its settings from recipes/tiny/grpo.yaml; with one, from that recipe over TRL's
-defaults. Every option is a flag and a recipe key, and a flag wins (docs/options.md).
+A run that names neither --config nor --model_name_or_path takes its settings from recipes/tiny/grpo.yaml;
+otherwise from the recipe, if any, over TRL's defaults. Every option is a flag and a recipe key, and a flag wins
+(docs/options.md).
 
 GRPO (Shao et al. 2024, DeepSeekMath, Eq. 3): sample `num_generations` completions per prompt, score them, and use
 each one's reward relative to its group, (r_i - mean(r)) / std(r), as the advantage of a clipped policy-gradient
@@ -14,13 +15,16 @@ rewards and the model, and reports what happened.
 
 To start your own, copy this file with rewards.py: the two train your model on your data with every TRL option.
 Copy extras/ too for the held-out evaluation, the run's records and plots, tool calling, the code sandbox, and checks
-that stop a mistake in one sentence. The default run also reads
+that stop a mistake in one sentence. A run that names neither --config nor a model is the default run, which also reads
 
-    recipes/tiny/grpo.yaml assets/tiny-llama-addition assets/addition
+    recipes/tiny/grpo.yaml assets/tiny-llama-addition assets/addition extras/
 """
 
 import gc
 import importlib
+import json
+import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +33,7 @@ import torch
 import yaml
 from accelerate import PartialState
 from datasets import load_dataset
-from transformers import set_seed
+from transformers import AutoConfig, set_seed
 from transformers.utils import find_adapter_config_file
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config
 from trl import get_quantization_config
@@ -68,7 +72,8 @@ class GRPOScriptArguments(ScriptArguments, RewardArguments):
     dataset_prompt_column: str = field(default="prompt", metadata={"help": "The prompt column, renamed `prompt`."})
     dataset_answer_column: str | None = field(default=None, metadata={
         "help": "The gold answer's column, if it is not `answer`: renamed `answer`, which `accuracy` reads."})
-    system_prompt: str | None = field(default=None, metadata={"help": "A system message put before every prompt."})
+    system_prompt: str | None = field(default=None, metadata={
+        "help": "A system message put before every prompt, in place of any system message the prompt has."})
     eval_num_samples: int = field(default=0, metadata={
         "help": "K > 0: sample K completions and one greedy per held-out prompt before and after training, and report "
                 "pass@1, pass@K, maj@K and greedy accuracy (eval.json). Needs extras/."})
@@ -86,12 +91,15 @@ class GRPOScriptArguments(ScriptArguments, RewardArguments):
 
 def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
     set_seed(training_args.seed)  # before anything random: GRPOTrainer makes a LoRA adapter before it seeds
+    if script_args.dataset_name is None:  # TRL's default: a run that names its model names its prompts too
+        sys.exit("error: --dataset_name is missing: give a .jsonl, .json, .csv or .parquet file, a folder, or a hub id")
     if script_args.eval_only:  # the model as it is: no adapter of ours, no reference, no vLLM, no checkpoint
         model_args.use_peft, training_args.beta, training_args.use_vllm = False, 0.0, False
     training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]  # a,b
     if cli:  # the run's paths, models, launch and packages; `last`, the newest complete checkpoint
         cli.check(script_args, training_args, model_args)
         training_args.resume_from_checkpoint = cli.checkpoint(training_args)
+    check_generation_boundaries(training_args)  # no reused completions in a checkpoint: save where a generation begins
 
     ################
     # Dataset
@@ -131,6 +139,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     training_args.model_init_kwargs = dict(revision=model_args.model_revision, dtype=model_args.dtype,
                                            attn_implementation=model_args.attn_implementation)
     policy = model_args.model_name_or_path
+    if not script_args.eval_only:
+        check_precision(model_args, training_args)
     if script_args.eval_only and find_adapter_config_file(policy, revision=model_args.model_revision):
         from peft import AutoPeftModelForCausalLM  # a LoRA adapter, on the base model its config names
 
@@ -197,11 +207,55 @@ def load_prompts(args: GRPOScriptArguments):
                 sys.exit(f"error: --{flag} {column}: no such column in {args.dataset_name}; its columns are: "
                          f"{', '.join(split.column_names)}")
             splits[i] = split.remove_columns([c for c in [name] if c in split.column_names]).rename_column(column, name)
-    if args.system_prompt:  # prompts become conversations, with the system message first
-        system = [{"role": "system", "content": args.system_prompt}]
-        splits = [s.map(lambda p: {"prompt": system + (p if isinstance(p, list) else [{"role": "user", "content": p}])},
-                        input_columns="prompt") if s is not None else None for s in splits]
+    if args.system_prompt:  # prompts become conversations that open with this system message, and have no other
+        system = {"role": "system", "content": args.system_prompt}
+
+        def with_system(prompt):
+            messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+            return {"prompt": [system] + [message for message in messages if message["role"] != "system"]}
+
+        splits = [split.map(with_system, input_columns="prompt") if split is not None else None for split in splits]
     return splits
+
+
+def check_generation_boundaries(args: GRPOConfig) -> None:
+    """Stop before loading where a checkpoint could fall between two generations: GRPOTrainer reuses each generation's
+    completions for `steps_per_generation * num_iterations` micro-batches, and a checkpoint does not hold them, so only
+    one saved where a new generation begins resumes into the steps that the run left alone takes."""
+    reused = args.steps_per_generation * args.num_iterations  # micro-batches from one generation (1: TRL's default)
+    cycle = reused // math.gcd(reused, args.gradient_accumulation_steps)  # optimizer steps from a boundary to the next
+    why = (f"with --num_iterations {args.num_iterations}, --steps_per_generation {args.steps_per_generation} and "
+           f"--gradient_accumulation_steps {args.gradient_accumulation_steps} a new generation begins every {cycle} "
+           "steps, and a checkpoint does not hold the completions reused until the next")
+    save_steps = args.save_steps if args.save_steps >= 1 else math.ceil(args.max_steps * args.save_steps)  # Trainer's
+    resumable = args.save_strategy == "steps" and not args.save_only_model  # not only weights for evaluation
+    if resumable and save_steps % cycle and not 0 < args.max_steps <= save_steps:
+        below = int(save_steps) // cycle * cycle
+        every = f"{below} or {below + cycle}" if below else f"{cycle}"
+        sys.exit(f"error: --save_steps {args.save_steps:g}: {why}: save every {every} steps")
+    state = Path(args.resume_from_checkpoint or "") / "trainer_state.json"
+    if args.resume_from_checkpoint and state.is_file():
+        step = json.loads(state.read_text())["global_step"]
+        if step % cycle and not 0 < args.max_steps <= step:  # a finished run trains nothing more
+            sys.exit(f"error: --resume_from_checkpoint {args.resume_from_checkpoint}: step {step} falls between two "
+                     f"generations; {why}: resume from a checkpoint at a multiple of {cycle} steps")
+
+
+def check_precision(model_args: ModelConfig, training_args: GRPOConfig) -> None:
+    """Stop before loading when weights that train would be held in bf16 or fp16 under a plain optimizer: an update
+    below a weight's precision (1/256 of it in bf16) rounds away, so at fine-tuning learning rates most updates are
+    lost (docs/scaling.md). LoRA's adapters are fp32 (peft), and DeepSpeed trains an fp32 master copy."""
+    dtype = model_args.dtype
+    if dtype == "auto":  # the checkpoint's own
+        dtype = AutoConfig.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision,
+                                           trust_remote_code=training_args.trust_remote_code).dtype
+    dtype = str(dtype).removeprefix("torch.")
+    trains_in_full = not model_args.use_peft or model_args.lora_modules_to_save  # those copies keep the base's dtype
+    deepspeed = training_args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    if dtype in ("bfloat16", "float16") and trains_in_full and not deepspeed:
+        sys.exit(f"error: --dtype {model_args.dtype} would train the model's weights in {dtype} under a plain "
+                 "optimizer, which rounds most updates away: use --dtype float32 (--bf16 true computes in bf16), "
+                 "LoRA (--use_peft), or DeepSpeed ZeRO (accelerate_configs/zero2.yaml)")
 
 
 def extra(name: str, flag: str):
@@ -215,7 +269,7 @@ def extra(name: str, flag: str):
 
 
 def make_parser(default_run: bool = True) -> TrlParser:
-    """TRL's configs, with the CPU's defaults where there is no GPU, and without --config recipes/tiny/grpo.yaml."""
+    """TRL's configs, with the CPU's defaults where there is no GPU, and for the default run recipes/tiny/grpo.yaml."""
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
@@ -231,7 +285,10 @@ def make_parser(default_run: bool = True) -> TrlParser:
 
 
 if __name__ == "__main__":
-    parser = make_parser(default_run="--config" not in sys.argv)
+    # The bundled recipe is the default of a run that names nothing: a run that names a recipe or a model starts from
+    # TRL's defaults, as TRL's own script does
+    names_a_run = any(arg.split("=")[0] in ("--config", "--model_name_or_path") for arg in sys.argv[1:])
+    parser = make_parser(default_run=not names_a_run)
     # With extras/: one-sentence errors, the nearest option to a mistyped one, refusals, a readable --help
     script_args, training_args, model_args = cli.parse(parser, REFUSED) if cli else parser.parse_args_and_config()
     main(script_args, training_args, model_args)

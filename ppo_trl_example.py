@@ -4,21 +4,24 @@
     python ppo_trl_example.py --config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml
     accelerate launch --config_file accelerate_configs/zero3.yaml ppo_trl_example.py --config RECIPE.yaml
 
-Settings: recipes/tiny/ppo.yaml without --config, else that recipe over TRL's defaults; a flag wins (docs/options.md).
+Settings: recipes/tiny/ppo.yaml for a run that names neither --config nor --model_name_or_path, else the recipe, if
+any, over TRL's defaults; a flag wins (docs/options.md).
 PPO (Schulman et al. 2017; Ziegler et al. 2019): one completion per prompt, scored at its last token, a per-token KL
 penalty kl_coef to a frozen reference, a value model (the policy's transformer under a new `score` head) for GAE's
 advantages, and num_ppo_epochs passes of the clipped surrogate (docs/ppo.md). PPOTrainer does it all, but takes only a
 reward *model*: RewardAdapter below dresses rewards.py's functions up as one.
 
 Copy this file with rewards.py to train your model on your data; copy extras/ too for the held-out evaluation, the
-run's records and plots, DeepSpeed, resuming and one-sentence checks. The default run also reads
+run's records and plots, DeepSpeed, resuming and one-sentence checks. A run that names neither --config nor a model is
+the default run, which also reads
 
-    recipes/tiny/ppo.yaml assets/tiny-llama-addition assets/addition
+    recipes/tiny/ppo.yaml assets/tiny-llama-addition assets/addition extras/
 """
 
 import gc
 import importlib
 import math
+import os
 import sys
 import warnings
 from contextlib import nullcontext, suppress
@@ -31,7 +34,7 @@ from accelerate import PartialState
 from accelerate.utils import gather_object
 from datasets import load_dataset
 from torch import nn
-from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
                           DataCollatorWithPadding, GenerationConfig, set_seed)
 from transformers.modeling_outputs import BaseModelOutput
 from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
@@ -53,7 +56,8 @@ except ModuleNotFoundError as missing:
 HERE = Path(__file__).resolve().parent
 DEFAULT_RECIPE = HERE / "recipes" / "tiny" / "ppo.yaml"  # a run without --config: the bundled tiny model, addition
 
-# Options that would train silently wrong, refused with the reason (extras/cli.py refuses those PPOTrainer never reads)
+# Options that would train silently wrong, refused with the reason (extras/cli.py refuses those PPOTrainer never reads
+# or computes itself)
 REFUSED = {
     "max_steps": "PPOTrainer ignores it: set --total_episodes, the prompts sampled in all (docs/ppo.md)",
     "remove_unused_columns": "the script passes PPOTrainer only the input_ids column",
@@ -62,6 +66,10 @@ REFUSED = {
     **dict.fromkeys(["tools", "environment_factory"], "PPOTrainer generates in one turn: tool calling is GRPO's"),
     "gradient_checkpointing": "it is the old name of --activation_checkpointing, which wins over it: set that",
     "gradient_checkpointing_kwargs": "it is the old name of --activation_checkpointing_kwargs: set that",
+    # PPOTrainer computes the reference by switching the policy to this adapter; the script's LoRA policy has one
+    "ref_adapter_name": "the reference is the LoRA policy with its one adapter disabled: naming that adapter makes the "
+                        "reference the policy itself (no KL penalty), and any other name fails at the first update",
+    "model_adapter_name": "PPOTrainer reads it only with --ref_adapter_name, which is refused",
 }
 
 
@@ -74,7 +82,8 @@ class PPOScriptArguments(ScriptArguments, RewardArguments):
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow models that run their own code."})
     dataset_prompt_column: str = field(default="prompt", metadata={"help": "The prompt column, renamed `prompt`."})
     dataset_answer_column: str | None = field(default=None, metadata={"help": "The gold's, renamed `answer`."})
-    system_prompt: str | None = field(default=None, metadata={"help": "A system message before every prompt."})
+    system_prompt: str | None = field(default=None, metadata={
+        "help": "A system message put before every prompt, in place of any system message the prompt has."})
     eval_num_samples: int = field(default=0, metadata={"help": "K > 0: held-out pass@K before and after (extras/)."})
     eval_max_prompts: int = field(default=256, metadata={"help": "Evaluate at most this many held-out prompts."})
     eval_only: bool = field(default=False, metadata={"help": "Evaluate --model_name_or_path (or its adapter) only."})
@@ -86,6 +95,8 @@ class PPOScriptArguments(ScriptArguments, RewardArguments):
 
 def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig):
     set_seed(training_args.seed)  # before any weights load: it fixes the value head's, and an added pad token's, start
+    if script_args.dataset_name is None:  # TRL's default: a run that names its model names its prompts too
+        sys.exit("error: --dataset_name is missing: give a .jsonl, .json, .csv or .parquet file, a folder, or a hub id")
     training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]  # a,b
     if cli:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         cli.check(script_args, training_args, model_args)
@@ -98,7 +109,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ################
     tokenizer = AutoTokenizer.from_pretrained(policy_path, revision=model_args.model_revision, padding_side="left",
                                               trust_remote_code=script_args.trust_remote_code)
-    set_ppo_pad_token(tokenizer, policy_path)  # PPOTrainer ends a completion at its first pad: not the eos
+    stop_ids = stop_token_ids(tokenizer, policy_path)
+    set_ppo_pad_token(tokenizer, stop_ids)  # PPOTrainer ends a completion at its first pad: not a stop token
     with PartialState().main_process_first():  # one process prepares it, the others read its cache
         train_dataset, eval_dataset = load_prompts(script_args)
         if isinstance(train_dataset[0]["prompt"], list) and tokenizer.chat_template is None:
@@ -112,6 +124,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     train_dataset, eval_dataset = datasets[0], datasets[1] if len(datasets) > 1 else None
     if cli:
         extras_ppo.check_prompts(datasets, tokenizer, training_args)
+    if not script_args.eval_only:
+        check_precision(model_args, training_args, policy_path, script_args.trust_remote_code)
 
     ################
     # Rewards
@@ -124,6 +138,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         sys.exit(f"error: {err}")
     if cli:
         cli.check_columns(reward_funcs, datasets, script_args.dataset_name)
+    names = [f.__name__ for f in reward_funcs] or ["reward_model"]
+    if script_args.reward_weights is not None and len(script_args.reward_weights) != len(names):
+        sys.exit(f"error: {len(script_args.reward_weights)} --reward_weights for {len(names)} rewards "
+                 f"({', '.join(names)}): give one weight per reward")
+    rows = rows_by_prompt(datasets, reward_funcs, tokenizer) if reward_funcs else {}
 
     ################
     # Models
@@ -166,7 +185,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         processing_class=tokenizer,
         model=policy,
         ref_model=ref_policy,
-        reward_model=RewardAdapter(tokenizer, datasets, prompt_width, reward_funcs, script_args.reward_weights,
+        reward_model=RewardAdapter(tokenizer, rows, prompt_width, reward_funcs, script_args.reward_weights,
                                    reward_model),
         value_model=value_model,
         train_dataset=train_dataset.select_columns(["input_ids"]),
@@ -174,6 +193,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         data_collator=DataCollatorWithPadding(tokenizer, padding="max_length", max_length=prompt_width),
         peft_config=peft_config,
     )
+    if trainer.stop_token_id == tokenizer.eos_token_id:  # every stop token of the model ends a completion, not only
+        policy.generation_config.eos_token_id = sorted(stop_ids)  # the tokenizer's eos (Llama 3 and Qwen list several)
     evaluation = extra("ppo", "--eval_num_samples").evaluation(  # held-out pass@k before and after, sampled as PPO
         trainer, eval_dataset, eval_source, reward_funcs, script_args) if script_args.eval_num_samples > 0 else None
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
@@ -195,22 +216,21 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
 class RewardAdapter(nn.Module):
     """Reward functions as the reward model trl 1.12's PPOTrainer takes: its `get_reward` reads `score(backbone(ids))`
-    at each completion's end. `backbone` finds each row's dataset row by its prompt ids (left-padded to `prompt_width`)
-    and returns the rewards' weighted sum (None as 0, as GRPOTrainer's nansum); `score` is the identity."""
+    at each completion's end. `backbone` finds each row's dataset row in `rows` (rows_by_prompt) by its prompt ids
+    (left-padded to `prompt_width`) and returns the rewards' weighted sum (None as 0, as GRPOTrainer's nansum); `score`
+    is the identity."""
 
     base_model_prefix = "backbone"
 
-    def __init__(self, tokenizer, datasets, prompt_width: int, reward_funcs=(), reward_weights=None, reward_model=None):
+    def __init__(self, tokenizer, rows: dict, prompt_width: int, reward_funcs=(), reward_weights=None,
+                 reward_model=None):
         super().__init__()
-        self.tokenizer, self.prompt_width, self.reward_funcs = tokenizer, prompt_width, list(reward_funcs)
+        self.tokenizer, self.rows, self.prompt_width = tokenizer, rows, prompt_width
+        self.reward_funcs = list(reward_funcs)
         self.reward_model = reward_model  # a submodule: PPOTrainer moves it to the device with the adapter
         self.names = [f.__name__ for f in self.reward_funcs] or ["reward_model"]
         self.weights = torch.tensor(reward_weights or [1.0] * len(self.names))
-        self.score, self.records, self.rows = nn.Identity(), [], {}
-        for row in (row for dataset in datasets for row in dataset) if reward_funcs else ():
-            if self.rows.setdefault(key := tuple(row["input_ids"]), row) != row:  # one prompt, two rows
-                raise ValueError(f"two dataset rows have the prompt {tokenizer.decode(key)!r} and different "
-                                 f"{sorted(k for k in row if row[k] != self.rows[key].get(k))}: drop the duplicates")
+        self.score, self.records = nn.Identity(), []
 
     @torch.no_grad()
     def backbone(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs) -> BaseModelOutput:
@@ -320,10 +340,14 @@ def load_prompts(args: PPOScriptArguments):
                 sys.exit(f"error: --{flag} {column}: no such column in {args.dataset_name}; its columns are: "
                          f"{', '.join(split.column_names)}")
             splits[i] = split.remove_columns([c for c in [name] if c in split.column_names]).rename_column(column, name)
-    if args.system_prompt:  # prompts become conversations, with the system message first
-        system = [{"role": "system", "content": args.system_prompt}]
-        splits = [s.map(lambda p: {"prompt": system + (p if isinstance(p, list) else [{"role": "user", "content": p}])},
-                        input_columns="prompt") if s is not None else None for s in splits]
+    if args.system_prompt:  # prompts become conversations that open with this system message, and have no other
+        system = {"role": "system", "content": args.system_prompt}
+
+        def with_system(prompt):
+            messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+            return {"prompt": [system] + [message for message in messages if message["role"] != "system"]}
+
+        splits = [split.map(with_system, input_columns="prompt") if split is not None else None for split in splits]
     return splits
 
 
@@ -333,13 +357,53 @@ def prompt_ids(tokenizer, prompt) -> list[int]:
             if isinstance(prompt, list) else tokenizer(text=prompt))["input_ids"]
 
 
-def set_ppo_pad_token(tokenizer, policy_path: str) -> None:
-    """A pad that is no stop token: from the vocabulary (a pad, the unk, a reserved token; never the bos, an eos or a
-    token the chat template writes), else a new `<|pad|>`. (TRL's PPO example adds `[PAD]`: a new embedding row.)"""
+def rows_by_prompt(datasets: list, reward_funcs: list, tokenizer) -> dict:
+    """Each prompt's ids -> its dataset row, which the reward functions read. Rows with one prompt may differ only in
+    columns no reward reads (an `id`); else the run stops here, before any model loads."""
+    read = set()  # the columns the rewards declare (rewards.reads), or every column for one that declares none
+    for func in reward_funcs:
+        columns = getattr(func, "columns", None)
+        read |= {"*"} if columns is None else {n for c in columns for n in ([c] if isinstance(c, str) else c)}
+    rows = {}
+    for row in (row for dataset in datasets for row in dataset):
+        key = tuple(row["input_ids"])
+        kept = rows.setdefault(key, row)
+        differ = sorted(k for k in row if k != "input_ids" and ("*" in read or k in read) and row[k] != kept.get(k))
+        if differ:
+            sys.exit(f"error: two dataset rows have the prompt {tokenizer.decode(key)!r} and different {differ}, "
+                     "which the rewards read: drop the duplicates")
+    return rows
+
+
+def stop_token_ids(tokenizer, policy_path: str) -> set[int]:
+    """The tokens that end a completion: the tokenizer's eos and the model's own (Llama 3 and Qwen list several)."""
     stops = {tokenizer.eos_token_id}
-    with suppress(OSError):  # the model's own stop tokens (Llama 3 and Qwen3 list several); OSError: none listed
+    with suppress(OSError):  # OSError: the model ships no generation config
         eos = GenerationConfig.from_pretrained(policy_path).eos_token_id
         stops |= set(eos if isinstance(eos, list) else [eos])
+    return stops - {None}
+
+
+def check_precision(model_args, training_args, policy_path: str, trust_remote_code: bool) -> None:
+    """Stop before loading when the value model (always) or the policy (without LoRA) would train in bf16 or fp16
+    under a plain optimizer: an update below a weight's precision (1/256 of it in bf16) rounds away, so at fine-tuning
+    learning rates most updates are lost (docs/scaling.md). DeepSpeed trains an fp32 master copy."""
+    dtype = model_args.dtype
+    if dtype == "auto":  # the checkpoint's own
+        dtype = AutoConfig.from_pretrained(policy_path, revision=model_args.model_revision,
+                                           trust_remote_code=trust_remote_code).dtype
+    deepspeed = training_args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    dtype = str(dtype).removeprefix("torch.")
+    if dtype in ("bfloat16", "float16") and not deepspeed:
+        sys.exit(f"error: --dtype {model_args.dtype} would train the value model in {dtype} under a plain optimizer, "
+                 "which rounds most updates away: use --dtype float32 (with `accelerate launch --mixed_precision bf16` "
+                 "for bf16 compute), or DeepSpeed ZeRO (accelerate_configs/zero2.yaml)")
+
+
+def set_ppo_pad_token(tokenizer, stops: set[int]) -> None:
+    """A pad that is no stop token: from the vocabulary (a pad, the unk, a reserved token; never the bos, a stop token
+    or a token the chat template writes), else a new `<|pad|>`. (TRL's PPO example adds `[PAD]`: a new embedding
+    row.)"""
     if tokenizer.pad_token is not None and tokenizer.pad_token_id not in stops:
         return
     template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else ""
@@ -376,12 +440,15 @@ def extra(name: str, flag: str):
 
 
 def make_parser(default_run: bool = True) -> TrlParser:
-    """TRL's configs, with the CPU's defaults where there is no GPU, and without --config recipes/tiny/ppo.yaml."""
+    """TRL's configs, with the CPU's defaults where there is no GPU, and for the default run recipes/tiny/ppo.yaml."""
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None,
                         sft_model_path=None, reward_model_path=None)  # PPOConfig's are hub models: a run names its own
+    # A completion ends at its first stop token. TRL's default (None) generates past it, and the reward would score
+    # the model's invented next turns
+    parser.set_defaults(stop_token="eos")
     if default_run:
         if not DEFAULT_RECIPE.is_file():
             sys.exit(f"error: a run without --config reads {DEFAULT_RECIPE.relative_to(HERE)}, which is not beside "
@@ -393,7 +460,10 @@ def make_parser(default_run: bool = True) -> TrlParser:
 
 
 if __name__ == "__main__":
-    parser = make_parser(default_run="--config" not in sys.argv)
+    # The bundled recipe is the default of a run that names nothing: a run that names a recipe or a model starts from
+    # TRL's defaults, as TRL's own script does
+    names_a_run = any(arg.split("=")[0] in ("--config", "--model_name_or_path") for arg in sys.argv[1:])
+    parser = make_parser(default_run=not names_a_run)
     # With extras/: one-sentence errors, the nearest option to a mistyped one, refusals, a readable --help
     script_args, training_args, model_args = cli.parse(parser, REFUSED) if cli else parser.parse_args_and_config()
     main(script_args, training_args, model_args)

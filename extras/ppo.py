@@ -28,12 +28,8 @@ def check_options(script_args, training_args) -> None:
     if training_args.save_strategy in ("epoch", "best"):
         sys.exit(f"error: --save_strategy {training_args.save_strategy} never saves under trl 1.12's PPOTrainer, "
                  "which has no epochs or evaluation; use --save_strategy steps --save_steps N")
-    if training_args.reward_model_path and script_args.reward_weights is not None:
-        sys.exit("error: --reward_weights weighs --reward_funcs, which --reward_model_path replaces")
     if training_args.reward_model_path and PartialState().is_main_process:
         print(f"scoring with the reward model {training_args.reward_model_path}; --reward_funcs is not used")
-    if (weights := script_args.reward_weights) is not None and len(weights) != len(script_args.reward_funcs):
-        sys.exit(f"error: {len(weights)} --reward_weights for {len(script_args.reward_funcs)} --reward_funcs")
 
 
 def check_prompts(datasets: list, tokenizer, training_args) -> None:
@@ -71,22 +67,25 @@ def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -
         with unwrap_model_for_generation(trainer.model, trainer.accelerator) as unwrapped:
             yield unwrapped.policy  # PPOTrainer wraps policy and value model together
 
+    stops = trainer.policy_model.generation_config.eos_token_id  # what ends a completion in training
     evaluation = BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples,
-                                 script_args.eval_max_prompts, sampling(args, tokenizer, trainer.stop_token_id),
+                                 script_args.eval_max_prompts, sampling(args, tokenizer, stops),
                                  args.seed, policy, trainer.accelerator, args.output_dir,
                                  args.per_device_eval_batch_size)
     trainer.add_callback(evaluation)
     return evaluation
 
 
-def sampling(args, tokenizer, stop: int | None) -> Sampling:
+def sampling(args, tokenizer, stops: int | list[int] | None) -> Sampling:
     """PPOTrainer's GenerationConfig (its `train` builds the same), and its cut: up to and including the first stop
     token (`truncate_response`), then up to the first pad (`get_reward`'s end)."""
+    stops = [] if stops is None else [stops] if isinstance(stops, int) else list(stops)
     config = GenerationConfig(max_new_tokens=args.response_length, temperature=args.temperature + 1e-7, top_k=0.0,
-                              top_p=1.0, do_sample=True, eos_token_id=stop, pad_token_id=tokenizer.pad_token_id)
+                              top_p=1.0, do_sample=True, eos_token_id=stops or None,
+                              pad_token_id=tokenizer.pad_token_id)
 
     def end(ids: list[int]) -> list[int]:
-        ids = ids[: ids.index(stop) + 1] if stop is not None and stop in ids else ids
+        ids = ids[: min(ids.index(stop) for stop in stops if stop in ids) + 1] if set(stops) & set(ids) else ids
         return ids[: ids.index(tokenizer.pad_token_id)] if tokenizer.pad_token_id in ids else ids
 
     return Sampling(config, end)
@@ -103,13 +102,17 @@ def evaluate_only(policy, tokenizer, dataset, source: str, reward_funcs: list, s
     trainer; eval.json and the table as a training run writes them."""
 
     state = PartialState()
+    shipped = policy.generation_config.eos_token_id  # the model's own stop tokens, as training stops at them
     policy.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     rewards = reward_funcs or [reward_model_reward(AutoModelForSequenceClassification.from_pretrained(
         args.reward_model_path, num_labels=1).eval().to(state.device), tokenizer, args.per_device_eval_batch_size)]
-    stop = tokenizer.eos_token_id if args.stop_token == "eos" else args.stop_token_id  # PPOTrainer's stop token
+    if args.stop_token == "eos":  # the tokenizer's eos and the model's own, as the script sets them for training
+        stops = {tokenizer.eos_token_id} | set(shipped if isinstance(shipped, list) else [shipped]) - {None}
+    else:
+        stops = args.stop_token_id
     BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples, script_args.eval_max_prompts,
-                    sampling(args, tokenizer, stop), args.seed, lambda: nullcontext(policy.to(state.device)), state,
+                    sampling(args, tokenizer, stops), args.seed, lambda: nullcontext(policy.to(state.device)), state,
                     args.output_dir, args.per_device_eval_batch_size).evaluate_only(step=0)
 
 

@@ -100,6 +100,14 @@ def machine_share(request, tmp_path_factory):
 THREADS = {"OMP_NUM_THREADS": "1"}
 
 
+def default_run(algo: str) -> list:
+    """The default run spelled out, `--config recipes/tiny/<algo>.yaml` with its model and data: what a test that
+    names a model of its own starts from, that model's flag after these (a run that names a model without a recipe
+    takes TRL's defaults, as a user's does)."""
+    return ["--config", REPO / "recipes" / "tiny" / f"{algo}.yaml", "--model_name_or_path", TINY_MODEL,
+            "--dataset_name", ADDITION]
+
+
 def ddp_flags(num_processes: int) -> list[str]:
     """Script flags for a DDP test with `num_processes` processes: on a machine with fewer GPUs than that (a CPU-only
     machine, or one GPU), run them on CPU over gloo, as this machine does."""

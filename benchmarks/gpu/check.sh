@@ -156,8 +156,6 @@ phase_a() {
         --output_dir "$RUNS/grpo_default_fp32" ${GRPO_DEFAULT[@]+"${GRPO_DEFAULT[@]}"} &
     run ppo_default 240 "${A[@]}" -- $PY ppo_trl_example.py --eval_num_samples 8 --output_dir "$RUNS/ppo_default" \
         ${PPO_DEFAULT[@]+"${PPO_DEFAULT[@]}"} &
-    run ppo_default_bf16 240 "${A[@]}" -- $PY ppo_trl_example.py --dtype bfloat16 --eval_num_samples 8 \
-        --output_dir "$RUNS/ppo_default_bf16" ${PPO_DEFAULT[@]+"${PPO_DEFAULT[@]}"} &
     if [ "$DRY" != 1 ]; then  # vLLM is a GPU's; accelerate refuses FSDP on a CPU, and DeepSpeed has no CPU here
         run refuse_vllm 120 "${A[@]}" -- $PY grpo_trl_example.py --use_vllm true --max_steps 1 \
             --output_dir "$RUNS/refuse_vllm" &
@@ -177,7 +175,7 @@ phase_a() {
             --config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml --output_dir "$RUNS/smollm2_grpo" \
             ${SMOL_ARGS[@]+"${SMOL_ARGS[@]}"} ${SMOL_GRPO[@]+"${SMOL_GRPO[@]}"} &
         run smollm2_ppo_lora 240 "${A[@]}" -- $PY ppo_trl_example.py \
-            --config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml --dtype bfloat16 \
+            --config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml \
             --output_dir "$RUNS/smollm2_ppo_lora" ${SMOL_ARGS[@]+"${SMOL_ARGS[@]}"} ${SMOL_PPO[@]+"${SMOL_PPO[@]}"} &
     fi
     wait
@@ -207,7 +205,7 @@ phase_c() {
         qwen qwen_grpo_lora_liger grpo 75 "$LIGER" --use_liger_kernel true
         qwen qwen_grpo_qlora grpo 45 "$BNB" --load_in_4bit true
     fi
-    qwen qwen_grpo_full grpo 50 "$BASE" --use_peft false --learning_rate 1e-6
+    qwen qwen_grpo_full grpo 50 "$BASE" --use_peft false --dtype float32 --learning_rate 1e-6  # bf16 autocast
 }
 
 # 2. Every run's arguments, checked before any run starts

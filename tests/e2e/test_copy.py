@@ -1,12 +1,14 @@
 """A template you can copy: each script with rewards.py alone trains a model and data of the user's with every TRL
-option; with extras/ too it gains every extra; with the files its docstring lists it runs its default run; and a
-copy missing what a run needs says in one sentence what to copy."""
+option, from a recipe or from flags alone; the checks that keep training right come with it; with extras/ too it gains
+every extra; with the files its docstring lists it runs its default run; and a copy missing what a run needs says in
+one sentence what to copy."""
 
 import ast
 import re
 import shutil
 
 import pytest
+import yaml
 from conftest import ADDITION, REPO, TINY_MODEL, assert_adapter_trained, assert_trained, run_script
 
 SCRIPTS = ["grpo_trl_example.py", "ppo_trl_example.py"]
@@ -23,7 +25,7 @@ RECIPE = {
 def default_run_files(script: str) -> list[str]:
     """The files the script's docstring says its default run reads, beside it."""
     docstring = ast.get_docstring(ast.parse((REPO / script).read_text()))
-    found = re.search(r"The default run also reads\n\n    (.+)", docstring)
+    found = re.search(r"the default run, which also reads\n\n    (.+)", docstring)
     assert found, f"{script}'s docstring does not list the files its default run reads"
     return found.group(1).split()
 
@@ -68,11 +70,27 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
     recipe = f"recipes/tiny/{script.split('_')[0]}.yaml"
     assert refused.returncode == 1 and f"a run without --config reads {recipe}" in refused.stderr
 
+    # From flags alone, as TRL's own script runs: TRL's defaults, not the default run's recipe
+    flags = [str(a) for key, value in yaml.safe_load(RECIPE[script]).items()
+             for a in (f"--{key}", *(value if isinstance(value, list) else [value]))]
+    run_script(script, "--model_name_or_path", mine / "model", "--dataset_name", mine / "data", *flags,
+               "--output_dir", tmp_path / "from-flags", cwd=tmp_path, env=env)
+    (assert_adapter_trained if script.startswith("ppo") else lambda out: assert_trained(out, mine / "model"))(
+        tmp_path / "from-flags")
+
+    # A check that keeps training right lives in the script: one weight for two rewards would weigh the second by 0
+    if script.startswith("ppo"):
+        refused = run_script(script, "--config", mine / "recipe.yaml", "--reward_funcs", "accuracy", "length",
+                             "--reward_weights", "0.1", "--output_dir", tmp_path / "no", cwd=tmp_path, env=env,
+                             check=False)
+        assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
+            "error: 1 --reward_weights for 2 rewards (accuracy, length): give one weight per reward")
+
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_a_copy_with_the_extras_and_the_files_its_docstring_lists_runs_its_default_run(script, tmp_path, monkeypatch):
+def test_a_copy_with_the_files_its_docstring_lists_runs_its_default_run(script, tmp_path, monkeypatch):
     folder = tmp_path / "my-project"
-    copy(folder, [script, "rewards.py", "extras", *default_run_files(script)])
+    copy(folder, [script, "rewards.py", *default_run_files(script)])
     monkeypatch.setattr("conftest.REPO", folder)
     env = {"PYTHONPATH": ""}
     out = tmp_path / "out"
@@ -88,7 +106,7 @@ def test_a_copy_without_the_bundled_files_names_them(script, tmp_path, monkeypat
     """The Python files and the default recipe only: the default run stops before anything loads, naming the folders
     to copy and the flags that replace them, in one sentence (not after a hub lookup of a path that is no hub id)."""
     folder = tmp_path / "my-project"
-    copy(folder, [script, "rewards.py", "extras", *(f for f in default_run_files(script) if f[:6] != "assets")])
+    copy(folder, [script, "rewards.py", *(f for f in default_run_files(script) if f[:6] != "assets")])
     monkeypatch.setattr("conftest.REPO", folder)
     proc = run_script(script, "--output_dir", tmp_path / "out", cwd=tmp_path, env={"PYTHONPATH": ""}, check=False)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (

@@ -9,7 +9,7 @@ import json
 import shutil
 
 import pytest
-from conftest import run_script
+from conftest import default_run, run_script
 
 RUNS = {
     "grpo": ["--max_steps", 4, "--logging_steps", 1],
@@ -27,7 +27,8 @@ def test_eval_only_scores_a_saved_policy_as_training_did(tmp_path, script, lora)
     flags = [*RUNS[script], "--eval_num_samples", 2, "--eval_max_prompts", 6, "--seed", 3, *(LORA if lora else [])]
     trained, evaluated = tmp_path / "trained", tmp_path / "evaluated"
     run_script(f"{script}_trl_example.py", *flags, "--output_dir", trained, cwd=tmp_path)
-    proc = run_script(f"{script}_trl_example.py", *flags, "--model_name_or_path", trained, "--eval_only",
+    proc = run_script(f"{script}_trl_example.py", *default_run(script), *flags, "--model_name_or_path", trained,
+                      "--eval_only",
                       "--output_dir", evaluated, cwd=tmp_path)
 
     training, only = (json.loads((out / "eval.json").read_text()) for out in (trained, evaluated))
@@ -52,7 +53,8 @@ def test_eval_only_scores_a_saved_policy_as_training_did(tmp_path, script, lora)
         (snapshot.parents[1] / ".no_exist" / ("0" * 40)).mkdir(parents=True)  # the hub has no config.json there, as
         (snapshot.parents[1] / ".no_exist" / ("0" * 40) / "config.json").touch()  # an online lookup records it
         vllm = ["--use_vllm"] if script == "grpo" else []
-        run_script(f"{script}_trl_example.py", *flags, *vllm, "--model_name_or_path", "me/my-adapter", "--eval_only",
+        run_script(f"{script}_trl_example.py", *default_run(script), *flags, *vllm, "--model_name_or_path",
+                   "me/my-adapter", "--eval_only",
                    "--output_dir", tmp_path / "from-hub", cwd=tmp_path, env={"HF_HUB_CACHE": str(cache)})
         hub = json.loads((tmp_path / "from-hub" / "eval.json").read_text())
         assert hub["model"] == only["model"] and hub["model_per_prompt"] == only["model_per_prompt"]

@@ -10,8 +10,7 @@ import sys
 from conftest import REPO
 
 # What the rehearsal runs (DRY=1: no GPU-only run, and no SmolLM2 without .gpu/), by output folder
-REHEARSED = {"grpo_default", "grpo_default_fp32", "ppo_default", "ppo_default_bf16", "qwen_grpo_lora", "qwen_ppo_lora",
-             "qwen_grpo_full"}
+REHEARSED = {"grpo_default", "grpo_default_fp32", "ppo_default", "qwen_grpo_lora", "qwen_ppo_lora", "qwen_grpo_full"}
 
 
 def test_the_gpu_check_imports_and_checks_every_run_before_it_starts(tmp_path):

@@ -65,20 +65,21 @@ def test_default_task_outputs(tmp_path):
 
 @pytest.mark.newest_trl
 def test_conversational_prompts_with_system_prompt(tmp_path, chat_model, addition_rows):
+    """--system_prompt opens every conversation, in place of the system message some prompts already have; and a run
+    that names its model without a recipe takes TRL's defaults, as TRL's own script does."""
+    own_system = [{"role": "system", "content": "Subtract."}]
     data = write_jsonl(tmp_path / "chat.jsonl",
-                       [{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]}
-                        for r in addition_rows])
+                       [{"prompt": own_system[:i % 2] + [{"role": "user", "content": r["prompt"]}],
+                         "answer": r["answer"]} for i, r in enumerate(addition_rows)])
     out = tmp_path / "out"
     launcher, env, spy = spied(tmp_path)
-    proc = run_script(SCRIPT, "--model_name_or_path", chat_model, "--dataset_name", data,
-                      "--system_prompt", "Add.", "--output_dir", out, *TINY, cwd=tmp_path, launcher=launcher, env=env)
+    run_script(SCRIPT, "--model_name_or_path", chat_model, "--dataset_name", data, "--max_completion_length", 8,
+               "--system_prompt", "Add.", "--output_dir", out, *TINY, cwd=tmp_path, launcher=launcher, env=env)
     # TRL's GRPOConfig turns activation (gradient) checkpointing on by default, on the policy (TRL switches it off
     # and on again around each step's no-grad forward passes, so it is enabled more than once); on a CPU the script's
     # default keeps the activations instead
     checkpointed = set(spied_calls(spy, "activation_checkpointing_enable"))
     assert checkpointed == ({"LlamaForCausalLM"} if torch.cuda.is_available() else set())
-    # another model, without a recipe: the default run's settings are the tiny model's, and the user is told
-    assert "NOTE: no --config" in proc.stdout
     rows = read_jsonl(out / "completions.jsonl")
     assert rows and all(isinstance(r["completion"], str) for r in rows)
     # prompts are logged as the model saw them: system prompt first, chat template applied
@@ -86,6 +87,12 @@ def test_conversational_prompts_with_system_prompt(tmp_path, chat_model, additio
     assert {r["prompt"] for r in rows} <= user_turns
     summary = json.loads((out / "summary.json").read_text())
     assert summary["script_args"]["system_prompt"] == "Add." and summary["global_step"] == 4
+    from dataclasses import fields
+
+    from trl import GRPOConfig
+
+    trl_default = {f.name: f.default for f in fields(GRPOConfig)}
+    assert summary["training_args"]["learning_rate"] == trl_default["learning_rate"] != 3e-4  # not recipes/tiny's
 
 
 def test_gsm8k_layout_with_prompt_column(tmp_path, addition_rows):

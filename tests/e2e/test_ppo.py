@@ -9,8 +9,8 @@ import torch
 import yaml
 from conftest import (ADDITION, MULTIPROCESS, RANK_PROBE, REPO, SHUTDOWN_PROBE, TINY_MODEL, accelerate_ddp,
                       assert_adapter_trained, assert_held_out_summary, assert_no_preventable_warnings,
-                      assert_run_summary, assert_summary_means, assert_trained, ddp_flags, read_jsonl, run_script,
-                      script_parser, spied, spied_calls, write_jsonl)
+                      assert_run_summary, assert_summary_means, assert_trained, ddp_flags, default_run, read_jsonl,
+                      run_script, script_parser, spied, spied_calls, write_jsonl)
 
 from rewards import accuracy_reward, get_reward_funcs
 
@@ -39,10 +39,10 @@ def tiny_tokenizer():
     """The bundled tokenizer as the script prepares it: left padding and a pad token of its own."""
     from transformers import AutoTokenizer
 
-    from ppo_trl_example import set_ppo_pad_token
+    from ppo_trl_example import set_ppo_pad_token, stop_token_ids
 
     tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL, padding_side="left")
-    set_ppo_pad_token(tokenizer, str(TINY_MODEL))
+    set_ppo_pad_token(tokenizer, stop_token_ids(tokenizer, str(TINY_MODEL)))
     return tokenizer
 
 
@@ -65,7 +65,7 @@ def test_ppo_pad_token_comes_from_the_vocabulary(tmp_path, case):
     adapter stays adapter-sized), and only a vocabulary without one gets a new `<|pad|>`."""
     from transformers import AutoTokenizer
 
-    from ppo_trl_example import set_ppo_pad_token
+    from ppo_trl_example import set_ppo_pad_token, stop_token_ids
 
     special, unk, pad, template, expected = PAD_CASES[case]
     tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL)  # eos <|endoftext|>, unk <unk>: both replaced below
@@ -74,7 +74,7 @@ def test_ppo_pad_token_comes_from_the_vocabulary(tmp_path, case):
     tokenizer.bos_token = "<|begin_of_text|>" if "<|begin_of_text|>" in special else None
     tokenizer.chat_template = template + "{{ messages }}"
     size = len(tokenizer)
-    set_ppo_pad_token(tokenizer, str(tmp_path))  # no generation_config.json there
+    set_ppo_pad_token(tokenizer, stop_token_ids(tokenizer, str(tmp_path)))  # no generation_config.json there
     assert tokenizer.pad_token_id not in (tokenizer.eos_token_id, tokenizer.bos_token_id)
     if expected is None:
         assert tokenizer.pad_token == "<|pad|>" and len(tokenizer) == size + 1
@@ -86,15 +86,15 @@ def test_ppo_pad_token_is_none_of_the_models_stop_tokens(tmp_path):
     """A model whose generation config stops on several tokens (Llama 3, Qwen3): none of them pads."""
     from transformers import AutoTokenizer, GenerationConfig
 
-    from ppo_trl_example import set_ppo_pad_token
+    from ppo_trl_example import set_ppo_pad_token, stop_token_ids
 
     tokenizer = AutoTokenizer.from_pretrained(TINY_MODEL)
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|eot_id|>", "<|reserved_special_token_1|>"]})
     tokenizer.pad_token = "<|eot_id|>"
     eos_ids = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|eot_id|>")]
-    GenerationConfig(eos_token_id=eos_ids).save_pretrained(
-        tmp_path)
-    set_ppo_pad_token(tokenizer, str(tmp_path))
+    GenerationConfig(eos_token_id=eos_ids).save_pretrained(tmp_path)
+    assert stop_token_ids(tokenizer, str(tmp_path)) == set(eos_ids)
+    set_ppo_pad_token(tokenizer, stop_token_ids(tokenizer, str(tmp_path)))
     assert tokenizer.pad_token == "<unk>"
 
 
@@ -115,7 +115,7 @@ def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
     from datasets import Dataset
     from trl.experimental.utils import get_reward
 
-    from ppo_trl_example import RewardAdapter
+    from ppo_trl_example import RewardAdapter, rows_by_prompt
 
     tokenizer = tiny_tokenizer()
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
@@ -127,7 +127,8 @@ def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
 
     width = 8  # prompts left-padded to this width, as the script's collator does
     funcs = [*get_reward_funcs(["accuracy"], max_completion_length=4), one_char]
-    adapter = RewardAdapter(tokenizer, [dataset], width, funcs, reward_weights=[2.0, 0.5])
+    adapter = RewardAdapter(tokenizer, rows_by_prompt([dataset], funcs, tokenizer), width, funcs,
+                            reward_weights=[2.0, 0.5])
 
     def query_response(prompt: str, completion_ids: list[int], length: int = 5) -> list[int]:
         ids = tokenizer(prompt).input_ids
@@ -153,16 +154,29 @@ def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
     ]
 
 
-def test_reward_adapter_rejects_one_prompt_with_two_answers():
+def test_one_prompt_may_repeat_with_columns_no_reward_reads():
+    """Rows with one prompt are one row to the rewards: they may differ in a column no reward reads (an `id`), not in
+    one a reward reads (`answer`); a reward that declares no columns reads them all."""
     from datasets import Dataset
 
-    from ppo_trl_example import RewardAdapter
+    from ppo_trl_example import rows_by_prompt
 
     tokenizer = tiny_tokenizer()
-    dataset = Dataset.from_list([{"prompt": "3+4=", "answer": "7"}, {"prompt": "3+4=", "answer": "8"}])
-    dataset = dataset.map(lambda row: {"input_ids": tokenizer(row["prompt"]).input_ids})
-    with pytest.raises(ValueError, match=r"prompt '3\+4='.*\['answer'\]"):
-        RewardAdapter(tokenizer, [dataset], 8, get_reward_funcs(["accuracy"], max_completion_length=4))
+
+    def rows(*answers_and_ids):
+        dataset = Dataset.from_list([{"prompt": "3+4=", "answer": a, "id": i} for a, i in answers_and_ids])
+        return [dataset.map(lambda row: {"input_ids": tokenizer(row["prompt"]).input_ids})]
+
+    accuracy = get_reward_funcs(["accuracy"], max_completion_length=4)
+    assert len(rows_by_prompt(rows(("7", 1), ("7", 2)), accuracy, tokenizer)) == 1
+    with pytest.raises(SystemExit, match=r"prompt '3\+4=' and different \['answer'\], which the rewards read"):
+        rows_by_prompt(rows(("7", 1), ("8", 1)), accuracy, tokenizer)
+
+    async def reads_anything(completions, **kwargs):  # no declared columns: every column counts
+        return [0.0] * len(completions)
+
+    with pytest.raises(SystemExit, match=r"different \['id'\]"):
+        rows_by_prompt(rows(("7", 1), ("7", 2)), [reads_anything], tokenizer)
 
 
 def parse(*flags):
@@ -198,7 +212,9 @@ def test_a_recipe_replaces_the_default_runs_settings(tmp_path):
     [
         (["--max_steps", 5], "--max_steps is not supported here: PPOTrainer ignores it: set --total_episodes"),
         (["--num_mini_batches", 3], "(64) must split into --num_mini_batches (3) equal minibatches"),
-        (["--reward_weights", 1.0, 0.5], "2 --reward_weights for 1 --reward_funcs"),
+        (["--reward_weights", 1.0, 0.5], "2 --reward_weights for 1 rewards (accuracy): give one weight per reward"),
+        (["--reward_funcs", "accuracy", "length", "--reward_weights", 0.1], "1 --reward_weights for 2 rewards"),
+        (["--dtype", "bfloat16", "--use_peft"], "--dtype bfloat16 would train the value model in bfloat16"),
         (["--reward_funcs", "acuracy"], "unknown reward 'acuracy'; choose one of: accuracy"),
         (["--value_model_path", "./no-such-model"], "--value_model_path ./no-such-model: no such"),
     ],
@@ -414,8 +430,8 @@ def test_conversational_prompts(tmp_path, chat_model, addition_rows):
                         for r in addition_rows])
     (tmp_path / "spy_rewards.py").write_text(SPY_REWARDS)
     out = tmp_path / "out"
-    run_script(SCRIPT, "--model_name_or_path", chat_model, "--dataset_name", data, "--system_prompt", "Add.",
-               "--reward_funcs", "accuracy", "spy_rewards.spy", "--output_dir", out, *TINY,
+    run_script(SCRIPT, *default_run("ppo"), "--model_name_or_path", chat_model, "--dataset_name", data,
+               "--system_prompt", "Add.", "--reward_funcs", "accuracy", "spy_rewards.spy", "--output_dir", out, *TINY,
                cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
 
     for row in read_jsonl(tmp_path / "spy.jsonl"):
@@ -531,8 +547,8 @@ def test_pad_token_equal_to_eos_and_the_held_out_split(tmp_path, addition_rows):
     tokenizer.save_pretrained(model_dir)
     data = write_jsonl(tmp_path / "addition.jsonl", addition_rows)
     out = tmp_path / "out"
-    run_script(SCRIPT, "--model_name_or_path", model_dir, "--dataset_name", data, "--eval_num_samples", 2,
-               "--output_dir", out, *TINY, cwd=tmp_path)
+    run_script(SCRIPT, *default_run("ppo"), "--model_name_or_path", model_dir, "--dataset_name", data,
+               "--eval_num_samples", 2, "--output_dir", out, *TINY, cwd=tmp_path)
 
     saved = AutoTokenizer.from_pretrained(out)
     assert saved.pad_token == "<unk>" and saved.pad_token_id != saved.eos_token_id  # a token it has: nothing grows
@@ -589,3 +605,33 @@ def test_no_signal_watchdog(tmp_path):
     assert json.loads((out / "summary.json").read_text())["global_step"] == 3
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
     assert json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3
+
+
+def test_a_completion_ends_at_its_first_stop_token_whatever_the_recipe_says(tmp_path):
+    """A recipe written from TRL's docs sets no stop_token, whose default (None) generates past the eos: the rewards
+    would score the model's invented next turns. The script's default ends each completion at the eos, and at every
+    stop token the model's generation config lists (Llama 3 and Qwen list several): here the digit 1 as well, so a
+    completion that writes a 1 ends there, in training and in the held-out evaluation."""
+    from transformers import AutoTokenizer
+
+    model = tmp_path / "model"
+    shutil.copytree(TINY_MODEL, model)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    generation = json.loads((model / "generation_config.json").read_text())
+    stops = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("1")]
+    (model / "generation_config.json").write_text(json.dumps({**generation, "eos_token_id": stops}))
+    recipe = {k: v for k, v in yaml.safe_load((REPO / "recipes" / "tiny" / "ppo.yaml").read_text()).items()
+              if k != "stop_token"}
+    recipe.update(model_name_or_path=str(model), dataset_name=str(ADDITION), total_episodes=128, eval_num_samples=2)
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "out"
+    run_script(SCRIPT, "--config", tmp_path / "recipe.yaml", "--output_dir", out, cwd=tmp_path)
+
+    completions = [r["completion"] for r in read_jsonl(out / "completions.jsonl")]
+    assert sum("1" in c for c in completions) > 10  # the model writes the stop token, so the check can fail
+    assert all(c.index("1") == len(c) - 1 for c in completions if "1" in c)
+    evaluation = json.loads((out / "eval.json").read_text())
+    held_out = [completion for when in ("before", "after") for row in evaluation[f"{when}_per_prompt"]
+                for completion in row["completions"]]
+    assert sum("1" in c for c in held_out) > 4
+    assert all(c.index("1") == len(c) - 1 for c in held_out if "1" in c)

@@ -8,7 +8,7 @@ import json
 
 import model_zoo
 import pytest
-from conftest import ADDITION, read_jsonl, run_script, write_jsonl
+from conftest import ADDITION, default_run, read_jsonl, run_script, write_jsonl
 
 # Runs a script with transformers' generate wrapped: every prompt it is given (padding removed) goes to $SPY_FILE,
 # marked with whether the call came from the held-out evaluation.
@@ -72,7 +72,7 @@ def test_grpo_bos_tokenizer_and_a_reward_model_with_its_own_tokenizer(tmp_path, 
     """Plain-text prompts on a BOS-adding tokenizer: training and evaluation both feed BOS + prompt. A Qwen2 reward
     model (another tokenizer) mixes with reward functions under --reward_weights and is scored in the evaluation."""
     proc, train, held_out = spied_run(
-        tmp_path, "grpo_trl_example.py", "--model_name_or_path", models["bos"],
+        tmp_path, "grpo_trl_example.py", *default_run("grpo"), "--model_name_or_path", models["bos"],
         "--reward_model_name_or_path", models["qwen-rm"], "--reward_funcs", "accuracy", "never.none",
         "--reward_weights", 0.5, 1.0, 1.0, "--max_steps", 3, "--logging_steps", 1, "--eval_strategy", "no",
         "--eval_num_samples", 2, "--eval_max_prompts", 8)
@@ -150,8 +150,8 @@ def test_chat_template_with_a_default_system_prompt(tmp_path, models, script):
              if script.startswith("grpo") else
              ["--total_episodes", 32, "--per_device_train_batch_size", 16, "--num_mini_batches", 1,
               "--response_length", 6])
-    _, train, held_out = spied_run(tmp_path, script, "--model_name_or_path", models["qwen"], "--dataset_name",
-                                   tmp_path / "chat", "--eval_num_samples", 2, *sizes)
+    _, train, held_out = spied_run(tmp_path, script, *default_run(script.split("_")[0]), "--model_name_or_path",
+                                   models["qwen"], "--dataset_name", tmp_path / "chat", "--eval_num_samples", 2, *sizes)
     assert held_out == expected_ids(models["qwen"], [r["prompt"] for r in rows[:6]])
     assert train <= expected_ids(models["qwen"], [r["prompt"] for r in rows])
 

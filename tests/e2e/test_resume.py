@@ -33,10 +33,12 @@ def kill_after(script: str, args: list, out, checkpoint: int, logged: int, cwd) 
 
 @pytest.mark.newest_trl
 def test_grpo_kill_and_resume(tmp_path):
+    """With reused generations (--num_iterations 2: new completions at odd steps, reused at even ones), from the
+    checkpoint of step 10, where a generation begins."""
     out = tmp_path / "out"
     steps = 60
     args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--save_steps", 10,
-            "--eval_strategy", "no"]
+            "--eval_strategy", "no", "--num_iterations", 2]
     kill_after("grpo_trl_example.py", args, out, checkpoint=10, logged=12, cwd=tmp_path)
     before_kill = read_jsonl(out / "metrics.jsonl")
     assert 12 <= max(r["step"] for r in before_kill) < steps and not (out / "summary.json").exists()
@@ -50,8 +52,8 @@ def test_grpo_kill_and_resume(tmp_path):
     assert [r["step"] for r in metrics] == list(range(1, steps + 1))  # every step exactly once, across the kill
     # it resumed rather than restarted: the steps up to the checkpoint are the killed run's own records
     assert metrics[:10] == before_kill[:10]
-    completion_steps = [r["step"] for r in read_jsonl(out / "completions.jsonl")]
-    assert sorted(set(completion_steps)) == list(range(1, steps + 1)) and len(completion_steps) == steps * 16
+    completion_steps = [r["step"] for r in read_jsonl(out / "completions.jsonl")]  # those of each generation
+    assert sorted(set(completion_steps)) == list(range(1, steps + 1, 2)) and len(completion_steps) == steps // 2 * 16
 
     from transformers import AutoModelForCausalLM
 
@@ -88,12 +90,15 @@ def test_resume_last_ignores_directories_that_are_not_step_checkpoints(tmp_path)
         resolve_checkpoint("last", str(tmp_path / "empty"))
 
 
-def test_resume_from_a_checkpoint_path_repeats_the_steps_after_it(tmp_path):
+@pytest.mark.parametrize("reuse", [[], ["--num_iterations", 2], ["--steps_per_generation", 2]],
+                         ids=["new-completions-each-step", "num_iterations-2", "steps_per_generation-2"])
+def test_resume_from_a_checkpoint_path_repeats_the_steps_after_it(tmp_path, reuse):
     """`--resume_from_checkpoint PATH` into a fresh output directory: the resumed steps are the original run's own
-    (the checkpoint holds the weights, optimizer, scheduler and RNG states), and only they are logged."""
+    (the checkpoint holds the weights, optimizer, scheduler and RNG states), and only they are logged. With reused
+    generations too, whose completions a checkpoint does not hold: step 2 ends one generation, step 3 samples anew."""
     first, resumed = tmp_path / "first", tmp_path / "resumed"
     flags = ["--max_steps", 4, "--logging_steps", 1, "--save_steps", 2, "--eval_strategy", "no",
-             "--use_cpu", "true"]  # on CPU, where the same state gives the same steps
+             "--use_cpu", "true", *reuse]  # on CPU, where the same state gives the same steps
     run_script("grpo_trl_example.py", "--output_dir", first, *flags, cwd=tmp_path)
     run_script("grpo_trl_example.py", "--output_dir", resumed, "--resume_from_checkpoint", first / "checkpoint-2",
                *flags, cwd=tmp_path)
@@ -113,6 +118,25 @@ def test_resume_from_a_checkpoint_path_repeats_the_steps_after_it(tmp_path):
 ])
 def test_resume_without_a_checkpoint_stops_before_loading(tmp_path, script, value, message, fails_early):
     assert message in fails_early(tmp_path, "--resume_from_checkpoint", value, script=script)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--num_iterations", 2, "--save_steps", 3], "error: --save_steps 3: with --num_iterations 2"),
+    (["--steps_per_generation", 4, "--gradient_accumulation_steps", 2, "--save_steps", 0.01],  # 1% of 300 steps: 3
+     "error: --save_steps 0.01: with --num_iterations 1, --steps_per_generation 4"),
+])
+def test_checkpoints_between_two_generations_stop_before_loading(tmp_path, flags, message, fails_early):
+    """A checkpoint holds no reused completions: one saved between two generations would resume differently."""
+    error = fails_early(tmp_path, *flags)
+    assert error.startswith(message) and error.endswith("save every 2 or 4 steps")
+
+
+def test_resuming_between_two_generations_stops_before_loading(tmp_path, fails_early):
+    checkpoint = tmp_path / "checkpoint-3"  # as a run with other settings, or an older version of the script, left
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 3}))
+    error = fails_early(tmp_path, "--num_iterations", 2, "--save_steps", 2, "--resume_from_checkpoint", checkpoint)
+    assert error.startswith(f"error: --resume_from_checkpoint {checkpoint}: step 3 falls between two generations")
 
 
 def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):

@@ -8,8 +8,8 @@ import shutil
 import time
 
 import pytest
-from conftest import (ADDITION, MULTIPROCESS, REPO, TINY_MODEL, accelerate_ddp, assert_summary_means, ddp_flags,
-                      read_jsonl, run_script)
+from conftest import (ADDITION, MULTIPROCESS, REPO, accelerate_ddp, assert_summary_means, ddp_flags,
+                      default_run, read_jsonl, run_script)
 
 from extras import code_sandbox
 from extras import tools
@@ -225,10 +225,10 @@ def unparsable_tool_model(tmp_path_factory):
 
 
 @pytest.mark.parametrize("script, args, message", [
-    ("grpo_trl_example.py", ["--tools", "calculator", "--model_name_or_path", TINY_MODEL, "--dataset_name", ADDITION,
+    ("grpo_trl_example.py", ["--tools", "calculator", *default_run("grpo"),
                              "--system_prompt", "Add."],
      "error: --tools: the chat template of .*tiny-llama-addition cannot render a tool call"),
-    ("grpo_trl_example.py", ["--tools", "calculator", "--model_name_or_path", "UNPARSABLE",
+    ("grpo_trl_example.py", ["--tools", "calculator", *default_run("grpo"), "--model_name_or_path", "UNPARSABLE",
                              "--dataset_name", TOOL_TASK],
      "error: --tools: trl cannot parse tool calls out of .*completions"),
     ("grpo_trl_example.py", ["--tools", "abacus"], "error: unknown tool 'abacus'; choose one of: calculator, python"),
@@ -249,7 +249,7 @@ def test_tool_errors_stop_the_run_with_one_line(script, args, message, unparsabl
                                                 fails_early):
     """Each mistake stops the run before any weights load, with one line that says what to do."""
     if script == "grpo_trl_example.py" and "--model_name_or_path" not in args:
-        args = ["--model_name_or_path", TOOL_MODEL, "--dataset_name", TOOL_TASK, *args]
+        args = [*default_run("grpo"), "--model_name_or_path", TOOL_MODEL, "--dataset_name", TOOL_TASK, *args]
     if script == "grpo_trl_example.py" and "--eval_num_samples" not in args:  # the default run's evaluation has
         args = ["--eval_num_samples", "0", *args]  # no tool loop: its own error, tested above
     args = [unparsable_tool_model if a == "UNPARSABLE" else a for a in args]

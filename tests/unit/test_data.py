@@ -101,3 +101,18 @@ def test_a_file_that_cannot_be_read_is_one_line_before_anything_loads(tmp_path, 
     model_args = SimpleNamespace(model_name_or_path=str(tmp_path), load_in_4bit=False, load_in_8bit=False)
     with pytest.raises(SystemExit, match=named):
         cli.check(script_args, training_args, model_args)
+
+
+def test_system_prompt_replaces_the_prompts_own(load, tmp_path):
+    """--system_prompt opens every conversation and is its only system message: a prompt's own system message (first,
+    or anywhere) would otherwise make two, which templates that require alternating roles refuse."""
+    user = {"role": "user", "content": "1+1="}
+    own = {"role": "system", "content": "Subtract."}
+    rows = [{"prompt": p, "answer": "2"} for p in (
+        "1+1=", [user], [own, user], [own, user, {"role": "assistant", "content": "2"}, own, user])]
+    (tmp_path / "data").mkdir()
+    write_jsonl(tmp_path / "data" / "train.jsonl", rows)
+    train, _ = load(tmp_path / "data", system_prompt="Add.")
+    for prompt in train["prompt"]:
+        assert prompt[0] == {"role": "system", "content": "Add."}
+        assert [m["role"] for m in prompt].count("system") == 1 and user in prompt

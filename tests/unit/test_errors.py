@@ -1,7 +1,7 @@
 """Bad input gets one clear sentence, early, naming the problem and what would be valid."""
 
 import pytest
-from conftest import ADDITION, TINY_MODEL, run_script, write_jsonl
+from conftest import ADDITION, run_script, write_jsonl
 
 SCRIPT = "grpo_trl_example.py"
 TINY = ["--max_steps", 2, "--logging_steps", 1, "--eval_num_samples", 0]
@@ -67,12 +67,13 @@ def test_batch_geometry_suggests_valid_sizes(tmp_path, fails_early):
 
 
 def test_model_path_that_is_not_a_directory(tmp_path, fails_early):
-    assert named(fails_early(tmp_path, "--model_name_or_path", "./no-such-model"),
+    assert named(fails_early(tmp_path, "--dataset_name", ADDITION, "--model_name_or_path", "./no-such-model"),
                  "--model_name_or_path ./no-such-model", "no such")
 
 
 def test_hub_id_while_offline(tmp_path, fails_early):
-    error = fails_early(tmp_path, "--model_name_or_path", "some-org/some-model")  # fails_early sets HF_HUB_OFFLINE=1
+    # fails_early sets HF_HUB_OFFLINE=1
+    error = fails_early(tmp_path, "--dataset_name", ADDITION, "--model_name_or_path", "some-org/some-model")
     assert named(error, "--model_name_or_path some-org/some-model", "offline")
 
 
@@ -112,18 +113,6 @@ def test_ppo_prompt_holding_its_pad_token(tmp_path, fails_early):
 def test_eval_with_no_prompts(tmp_path, script, fails_early):
     assert named(fails_early(tmp_path, "--eval_num_samples", 2, "--eval_max_prompts", 0, script=script),
                  "--eval_max_prompts 0", "--eval_num_samples 0")
-
-
-def test_a_run_on_another_model_without_a_recipe_is_told_so(tmp_path, addition_rows, fails_early, capfd):
-    """Without --config the default run's settings are the tiny model's: a run on another model says so, and that
-    a recipe sets them."""
-    model = tmp_path / "my-model"
-    model.symlink_to(TINY_MODEL)  # the tiny model's files under another name
-    data = write_jsonl(tmp_path / "gold.jsonl", [{"prompt": r["prompt"], "gold": r["answer"]} for r in addition_rows])
-    error = fails_early(tmp_path, "--model_name_or_path", model, "--dataset_name", data, script="ppo_trl_example.py",
-                        keep_stdout=True)  # stops at the missing gold column, after the note
-    assert named(error, "'answer'")
-    assert "NOTE: no --config" in capfd.readouterr().out
 
 
 @pytest.mark.parametrize("flags", [["--beta", 0], ["--use_peft"]])

@@ -1,0 +1,65 @@
+"""Weights that train in bf16 or fp16 under a plain optimizer lose most of their updates (an update below a weight's
+precision rounds away): each script stops before loading any model when a run would do it (docs/scaling.md)."""
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+from conftest import TINY_MODEL
+
+import grpo_trl_example as grpo
+import ppo_trl_example as ppo
+
+# dtype, --use_peft, --lora_modules_to_save, DeepSpeed, (GRPO stops, PPO stops)
+CASES = [
+    ("float32", False, None, False, (False, False)),
+    ("bfloat16", False, None, False, (True, True)),
+    ("float16", False, None, False, (True, True)),
+    ("bfloat16", True, None, False, (False, True)),  # LoRA's adapters are fp32 (peft); PPO's value model is not LoRA
+    ("bfloat16", True, ["lm_head"], False, (True, True)),  # a module to save trains in full, in the base's dtype
+    ("bfloat16", False, None, True, (False, False)),  # DeepSpeed trains an fp32 master copy
+    ("auto", False, None, False, (False, False)),  # the tiny model's checkpoint is fp32
+    ("auto-bf16", False, None, False, (True, True)),  # "auto" on a bf16 checkpoint loads bf16
+]
+
+
+@pytest.mark.parametrize("dtype, peft, modules_to_save, deepspeed, stops", CASES)
+def test_a_run_that_would_train_half_precision_weights_stops_before_loading(tmp_path, monkeypatch, dtype, peft,
+                                                                            modules_to_save, deepspeed, stops):
+    path = TINY_MODEL
+    if dtype == "auto-bf16":
+        path = tmp_path / "bf16-model"
+        shutil.copytree(TINY_MODEL, path)
+        config = json.loads((path / "config.json").read_text())
+        (path / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}))
+        dtype = "auto"
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", str(deepspeed).lower())
+    model_args = SimpleNamespace(dtype=dtype, use_peft=peft, lora_modules_to_save=modules_to_save,
+                                 model_name_or_path=str(path), model_revision="main")
+    training_args = SimpleNamespace(deepspeed=None, trust_remote_code=False)
+    for check, stop in [(lambda: grpo.check_precision(model_args, training_args), stops[0]),
+                        (lambda: ppo.check_precision(model_args, training_args, str(path), False), stops[1])]:
+        if stop:
+            with pytest.raises(SystemExit, match=r"rounds most updates away: use --dtype float32"):
+                check()
+        else:
+            check()
+
+
+def test_no_bundled_recipe_trains_half_precision_weights():
+    """Every recipe, as its script parses it: none holds trained weights in bf16 under a plain optimizer."""
+    from conftest import REPO
+
+    from extras import cli
+
+    for recipe in sorted(REPO.glob("recipes/*/*/*.yaml")) + sorted(REPO.glob("recipes/tiny/*.yaml")):
+        script = ppo if "/ppo/" in str(recipe) or recipe.name == "ppo.yaml" else grpo
+        if recipe.name == "tools.yaml":
+            continue  # the tiny tool task: fp32, as the tiny recipes
+        _, training_args, model_args = cli.parse(script.make_parser(False), script.REFUSED, ["--config", str(recipe)])
+        assert model_args.dtype != "auto", recipe  # "auto" would need the hub to tell
+        if script is grpo:
+            grpo.check_precision(model_args, training_args)
+        else:
+            ppo.check_precision(model_args, training_args, "unused: the dtype is named", False)
