@@ -122,8 +122,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         datasets = [d.map(lambda p: {"input_ids": prompt_ids(tokenizer, p)}, input_columns="prompt")
                     for d in (train_dataset, eval_dataset) if d is not None]
     train_dataset, eval_dataset = datasets[0], datasets[1] if len(datasets) > 1 else None
-    if cli:
-        extras_ppo.check_prompts(datasets, tokenizer, training_args)
+    check_prompts(datasets, tokenizer, training_args)
     if not script_args.eval_only:
         check_precision(model_args, training_args, policy_path, script_args.trust_remote_code)
 
@@ -373,6 +372,27 @@ def rows_by_prompt(datasets: list, reward_funcs: list, tokenizer) -> dict:
             sys.exit(f"error: two dataset rows have the prompt {tokenizer.decode(key)!r} and different {differ}, "
                      "which the rewards read: drop the duplicates")
     return rows
+
+
+def check_prompts(datasets: list, tokenizer, training_args) -> None:
+    """Prompts PPOTrainer would mishandle, in one line each: too few for a rollout (its dataloader drops the last
+    partial batch and would loop forever), a reward model with another tokenizer, or a prompt holding the pad token
+    (which PPOTrainer takes for padding)."""
+    rollout = (training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
+               * PartialState().num_processes)
+    if len(datasets[0]) < rollout:
+        sys.exit(f"error: the training split has {len(datasets[0])} prompts, fewer than one PPO rollout "
+                 f"(per_device_train_batch_size x gradient_accumulation_steps x processes = {rollout}); use more "
+                 "prompts or a smaller batch")
+    if training_args.reward_model_path:
+        probe = "The reward model reads the policy's token ids: 3 + 4 = 7."
+        theirs = AutoTokenizer.from_pretrained(training_args.reward_model_path)
+        if theirs(probe).input_ids != tokenizer(probe).input_ids:
+            sys.exit(f"error: the reward model {training_args.reward_model_path} has a different tokenizer from the "
+                     "policy's; PPOTrainer feeds it the policy's token ids, so they must share one")
+    if any(tokenizer.pad_token_id in ids for d in datasets for ids in d["input_ids"]):
+        sys.exit(f"error: a prompt holds the pad token {tokenizer.pad_token!r}, which PPO would mask out as padding "
+                 "(the tokenizer writes it for text it does not know); clean the prompts")
 
 
 def stop_token_ids(tokenizer, policy_path: str) -> set[int]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 import transformers
 from accelerate import PartialState
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, GenerationConfig
+from transformers import AutoModelForSequenceClassification, GenerationConfig
 
 from extras.evaluation import BeforeAfterEval, RewardModelReward, Sampling, prompt_token_ids
 
@@ -30,27 +30,6 @@ def check_options(script_args, training_args) -> None:
                  "which has no epochs or evaluation; use --save_strategy steps --save_steps N")
     if training_args.reward_model_path and PartialState().is_main_process:
         print(f"scoring with the reward model {training_args.reward_model_path}; --reward_funcs is not used")
-
-
-def check_prompts(datasets: list, tokenizer, training_args) -> None:
-    """Prompts PPOTrainer would mishandle, in one line each: too few for a rollout (its dataloader drops the last
-    partial batch and would loop forever), a reward model with another tokenizer, or a prompt holding the pad token
-    (which PPOTrainer takes for padding)."""
-    rollout = (training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
-               * PartialState().num_processes)
-    if len(datasets[0]) < rollout:
-        sys.exit(f"error: the training split has {len(datasets[0])} prompts, fewer than one PPO rollout "
-                 f"(per_device_train_batch_size x gradient_accumulation_steps x processes = {rollout}); use more "
-                 "prompts or a smaller batch")
-    if training_args.reward_model_path:
-        probe = "The reward model reads the policy's token ids: 3 + 4 = 7."
-        theirs = AutoTokenizer.from_pretrained(training_args.reward_model_path)
-        if theirs(probe).input_ids != tokenizer(probe).input_ids:
-            sys.exit(f"error: the reward model {training_args.reward_model_path} has a different tokenizer from the "
-                     "policy's; PPOTrainer feeds it the policy's token ids, so they must share one")
-    if any(tokenizer.pad_token_id in ids for d in datasets for ids in d["input_ids"]):
-        sys.exit(f"error: a prompt holds the pad token {tokenizer.pad_token!r}, which PPO would mask out as padding "
-                 "(the tokenizer writes it for text it does not know); clean the prompts")
 
 
 def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -> BeforeAfterEval:
