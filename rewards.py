@@ -11,13 +11,16 @@ import importlib
 import inspect
 import logging
 import math
+import numbers
 import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
-from math_verify import parse, verify
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+from sympy import And, Eq, FiniteSet, Or, Set, Tuple  # the types math-verify's parse returns (sympy comes with it)
+from sympy.core.relational import Relational
 from trl.rewards import get_repetition_penalty_reward, get_soft_overlong_punishment
 
 # name -> reward, built from the run's settings (RewardArguments) and its completion budget in tokens
@@ -111,8 +114,9 @@ def reads(columns=(), correctness: bool = False, final_answer: Callable | None =
 @reads(columns=[("answer", "solution")], correctness=True, final_answer=lambda text: final_answer(text))
 def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[float | None]:
     r"""1.0 if the final answer (`extract_answer`) equals the gold `answer` (or `solution`) column, else 0.0; None
-    without a gold. Numbers compare as numbers (units, `$`, `%`), the rest with math-verify, within
-    MATH_VERIFY_BUDGET seconds a call. A list of numbers is a list of guesses, 0, unless the gold has several values.
+    without a gold. Numbers compare as numbers (units, `$`, `%`, thousands commas), the rest with math-verify, within
+    MATH_VERIFY_BUDGET seconds a call. A list of numbers is a list of guesses, 0, unless the gold has several values
+    (a list, a set, an interval, an inequality: `x > 1` and `(1, \infty)` are equal either way round).
 
     >>> accuracy_reward(["<answer>72</answer>", "#### 71", r"\boxed{\frac{1}{2}}", "no idea"],
     ...                 answer=["She sold 72. #### 72", "72", "0.5", None])
@@ -130,15 +134,14 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
 
     rewards = []
     for completion, gold in zip(completions, golds, strict=True):
-        gold = "" if gold is None else str(gold).replace("\u2212", "-").split("####")[-1].strip()  # GSM8K's gold
-        gold = (_last_boxed(gold) or gold).strip()
+        gold = _gold_answer(gold)
         gold_number = _to_number(gold) if gold else None
         gold_parsed = () if not gold or gold_number is not None else parsed(gold)
         pred = extract_answer(completion_text(completion))
         if gold_number is None and gold_parsed == ():
             rewards.append(None)  # no gold answer, or one math-verify cannot read
-        elif not pred or (GUESSES.search(pred) and not (GUESSES.search(gold) or SEVERAL_VALUES.search(gold))):
-            rewards.append(0.0)
+        elif not pred or (GUESSES.search(pred) and not _several_values(gold_parsed)):
+            rewards.append(0.0)  # no answer, or a list of guesses at one value
         elif (pred_number := _to_number(pred)) is not None and gold_number is not None:
             rewards.append(float(_same_number(pred, pred_number, gold, gold_number)))
         else:
@@ -148,8 +151,10 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
                 late += 1  # this call has had its math-verify time: the trainer waits no longer
                 rewards.append(0.0)
             else:
+                # a relation and a set compare both ways round: `x > 1` is `(1, \infty)` (math-verify's own option)
                 rewards.append(float(bool(gold_parsed) and bool(pred_parsed) and verify(
-                    list(gold_parsed), list(pred_parsed), timeout_seconds=_within(verify_timeout, deadline))))
+                    list(gold_parsed), list(pred_parsed), timeout_seconds=_within(verify_timeout, deadline),
+                    allow_set_relation_comp=True)))
     if late:
         logging.getLogger(__name__).warning(
             "accuracy: %d of %d completions scored 0 unchecked: math-verify had used this call's %.0f s budget "
@@ -264,7 +269,8 @@ class RewardError(Exception):
 
 class CheckedReward:
     """A reward under its registry name (TRL logs `rewards/<__name__>/mean`), whose every output is checked: one
-    float or None per completion, finite; an exception names the sample that raises. A class, so it pickles."""
+    real number (handed on as a float) or None per completion, finite; an exception names the sample that raises.
+    A class, so it pickles."""
 
     def __init__(self, name: str, reward_func: Callable):
         self.__name__, self.reward_func = name, reward_func
@@ -293,13 +299,14 @@ class CheckedReward:
                               "it must return a list with one float (or None) per completion")
         for i, reward in enumerate(rewards):
             sample = f"sample {i} ({completion_text(completions[i])[:60]!r})"
-            if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
+            # any real number but a bool, as TRL takes them: numpy's scalars (its bool is no numbers.Real), fractions
+            if reward is not None and (isinstance(reward, bool) or not isinstance(reward, numbers.Real)):
                 raise RewardError(f"reward '{self.__name__}' returned {reward!r} ({type(reward).__name__}) for "
-                                  f"{sample}; rewards must be floats, or None to skip a sample")
+                                  f"{sample}; rewards must be real numbers, or None to skip a sample")
             if reward is not None and not math.isfinite(reward):
                 raise RewardError(f"reward '{self.__name__}' returned {reward} for {sample}; "
                                   "return None to skip a sample it cannot score")
-        return list(rewards)
+        return [None if reward is None else float(reward) for reward in rewards]  # plain floats: a tensor, JSON
 
     def _failing_sample(self, completions, kwargs) -> str:
         for i in range(len(completions)):  # one sample at a time: the first that raises alone
@@ -328,6 +335,9 @@ def import_dotted(path: str, kind: str):
 
 
 # ---- reading a final answer ----------------------------------------------------------------------------------------
+# extract_answer takes the answer from the first of its steps that finds one: the markers a model is told to use,
+# then prose. accuracy_reward grades it: as a plain number where gold and answer are both one, else with math-verify.
+# Ours, on top of math-verify: a list of guesses scores 0; units, currency and thousands commas; the time budget.
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
 THINK_ANSWER_FORMAT = re.compile(r"\s*<think>.*?</think>\s*<answer>(.*?)</answer>\s*", re.DOTALL)
@@ -335,58 +345,59 @@ THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 SOFT_FORMAT = re.compile(r"<think>.*?</think>\s*<answer>(.*?)</answer>", re.DOTALL)
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|-?\.\d+")  # -3, 1,234, 3.50, .4
-# A number standing on its own in prose (or a fraction a/b): not inside a word ("AZYUK2A"), a LaTeX expression
-# ("\frac{1+\sqrt{5}}{2}", "x^2"), brackets or an interval ("[0,1)")
-STANDALONE_NUMBER = re.compile(
-    rf"(?<![\w.,{{}}\[\]()^_\\/|+-])(?:{NUMBER.pattern})(?:/(?:{NUMBER.pattern}))?(?![\w{{}}\[\]()^_\\/|+-]|[.,]\d)")
-# One plain number with `$`, `%`, an exponent, up to three unit words ("18 dollars", "60 miles per hour"); a variable
-# or a constant is no unit ("5 x", "2 pi")
+OPERATOR_THEN_NUMBER = re.compile(r"\s*[-+*/^×÷]\s*[-+]?\.?\d")  # after `####`, "7 / 8" is an expression
+# A percent sign or word right after a number, the ones math-verify reads ("50%", "50\%", "50 percent", "28 pct")
+PERCENT = re.compile(r"(?<=\d)(?:\s*\\?%|\s+(?:percent(?:age)?|pct)\b)")
+# A number standing on its own in prose (or a fraction a/b), with its percent sign: not inside a word ("AZYUK2A"), a
+# LaTeX expression ("\frac{1+\sqrt{5}}{2}", "x^2"), brackets or an interval ("[0,1)")
+STANDALONE_NUMBER = re.compile(rf"(?<![\w.,{{}}\[\]()^_\\/|+-])(?:{NUMBER.pattern})(?:/(?:{NUMBER.pattern}))?"
+                               rf"(?:{PERCENT.pattern})?(?![\w{{}}\[\]()^_\\/|+-]|[.,]\d)")
+# LaTeX in prose, within math-verify's delimiters: $$...$$, \[...\], \(...\), $...$ (a `$` after a digit or a
+# backslash opens none: "\$18", "5$"); a span holds no opener of its own kind, so an unclosed one costs one pass
+LATEX_SPAN = re.compile(r"\$\$(.+?)\$\$|\\\[((?:(?!\\\[).)+?)\\\]|\\\(((?:(?!\\\().)+?)\\\)"
+                        r"|(?<![\\\d])\$((?:\\\$|[^\n$])+?)(?<!\\)\$", re.DOTALL)
+# The math in prose: a LaTeX span, or a number standing on its own (the numbers inside a span are the span's)
+MATH = re.compile(rf"{LATEX_SPAN.pattern}|{STANDALONE_NUMBER.pattern}", re.DOTALL)
+# An aside, which prose is read without: brackets ("7 (since 3 + 4 = 7)", "11 left [18 - 7 = 11]"), or an explanation
+# after a number to the end of its sentence ("7 — because ...", "7, i.e. 3 + 4", "7 since ..."); a LaTeX span stays
+# whole, brackets and all ("$(1, \infty)$")
+LATEX_OR_ASIDE = re.compile(rf"(?P<latex>{LATEX_SPAN.pattern})|\([^()\n]*\)|\[[^\[\]\n]*\]"
+                            r"|(?<=[\d%])(?:\s*—|\s+--|,?\s+(?:because|since|i\.e\.|e\.g\.))[^\n]*?(?=\.\s|\.?$)",
+                            re.DOTALL | re.MULTILINE)
+# "The answer is", "Answer:": math-verify reads the answer after these first; so does prose, in their sentence
+ANSWER_PHRASE = re.compile(r"\banswer\s*(?:is|was|would be|will be|:|=)", re.IGNORECASE)
+SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+LONE_LETTER = re.compile(r"\b(?![aAI]\b)[A-Za-z]\b|\b(?:pi|sqrt)\b")  # a variable: "5 x" is not 5
+# Anti-hacking: numbers joined by spaces, commas, semicolons, "or" or "and" are a list of guesses (math-verify would
+# read "3 4 5" as 3 + 4 + 5); a thousands comma is not, and an expression ("7 / 8", "7-8") is graded as what it is
+GUESSES = re.compile(r"\d(?:\s*(?:,(?!\d{3}(?!\d))|;)\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+|\s+)[-+]?\.?\d")
+GUESS_SEPARATOR = re.compile(r"\s*[,;]\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+|\s+")  # between two guesses in prose
+# Units and currency: one plain number with `$`, `%`, an exponent, up to three unit words ("18 dollars", "60 miles per
+# hour"); a variable or a constant is no unit ("5 x", "2 pi")
 PLAIN_NUMBER = re.compile(
     rf"[$€£]?\s*((?:{NUMBER.pattern})(?:[eE][-+]?\d+)?)\s*%?(?:\s+(?!(?:pi|sqrt|[a-zA-Z])\b)[a-zA-Z]+\.?){{0,3}}")
 PROSE = re.compile(r"[A-Za-z\s.,:;!?'\"*$%€£]*")  # the words around one number ("The answer is 18.")
-LONE_LETTER = re.compile(r"\b(?![aAI]\b)[A-Za-z]\b|\b(?:pi|sqrt)\b")  # a variable: "5 x" is not 5
 LATEX_TEXT = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox)\{([^{}]*)\}")  # \text{ dollars} -> " dollars"
 LATEX_PLAIN = [("\\,", ""), ("\\!", ""), ("{,}", ","), ("\\ ", " "), ("\\;", " "), ("~", " "), ("\\$", "$"),
                ("\\%", "%")]
-# Anti-hacking: numbers joined by spaces, commas, semicolons, "or" or "and" are a list of guesses (math-verify would
-# read "3 4 5" as 3 + 4 + 5); a thousands comma is not, and an expression ("7 / 8", "7-8") is graded as what it is
-GUESS_SEPARATOR = re.compile(r"\s*[,;]\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+|\s+")
-GUESSES = re.compile(r"\d(?:\s*(?:,(?!\d{3}(?!\d))|;)\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+|\s+)[-+]?\.?\d")
-OPERATOR_THEN_NUMBER = re.compile(r"\s*[-+*/^×÷]\s*[-+]?\.?\d")
-# A gold with several values: a tuple, set or interval, `\pm`, a union, values joined by "and"/"or"
-SEVERAL_VALUES = re.compile(r",(?!\d{3}(?!\d))|;|\\(?:pm|mp|cup)(?![a-zA-Z])|\b(?:and|or)\b")
 
 
 def extract_answer(text: str) -> str | None:
-    r"""The final answer: the last `<answer>`, else the last `\boxed{}`, else the first number after the last `####`
-    (its whole line where that number starts a list or an expression), else the last number standing on its own,
-    with the numbers it closes a list of ("so 12 or 13" answers "12 or 13"); None if there is none. Not
-    math-verify's own extraction: it reads `so 5 x` as 5 and `so 12 or 13` as 13.
+    r"""The final answer: the last `<answer>`, else the last `\boxed{}`, else the line after the last `####`, else the
+    last math in prose (a LaTeX span, or a number standing on its own; in the sentence after "the answer is" if
+    there is one) with the values it closes a list of ("so 12 or 13" answers "12 or 13"); None if there is none.
+    math-verify grades it; its own extraction would read `so 5 x` as 5 and `so 12 or 13` as 12.
 
     >>> [extract_answer(t) for t in ["<answer> 4 </answer>", "#### 72 dollars", "so 5 x", "(42)", "it is .4"]]
     ['4', '72', None, None, '.4']
+    >>> [extract_answer(t) for t in ["It is 7 (since 3 + 4 = 7).", "It is 50 percent.", r"So \(x > 1\)."]]
+    ['7', '50 percent', 'x > 1']
     """
     text = text.replace("\u2212", "-")  # the Unicode minus sign
-    if answers := ANSWER_TAG.findall(text):
-        return answers[-1].strip()
-    if (boxed := _last_boxed(text)) is not None:
-        return boxed.strip()
-    if "####" in text:
-        line = text.rsplit("####", 1)[1].strip().split("\n", 1)[0]
-        number = NUMBER.search(line)
-        if GUESSES.search(line) or (number and OPERATOR_THEN_NUMBER.match(line, number.end())):
-            return line
-        if number:
-            return number.group()
-    numbers = list(STANDALONE_NUMBER.finditer(text))
-    if not numbers or LONE_LETTER.match(text[numbers[-1].end():].lstrip()):  # "5 x", "2 pi": a coefficient
-        return None
-    first = numbers[-1]
-    for number in reversed(numbers[:-1]):
-        if not GUESS_SEPARATOR.fullmatch(text[number.end():first.start()]):
-            break
-        first = number
-    return text[first.start():numbers[-1].end()]
+    for step in (_answer_tag, _last_boxed, _after_hashes, _in_prose):
+        if (answer := step(text)) is not None:
+            return answer.strip()
+    return None
 
 
 def final_answer(text: str) -> str | None:
@@ -405,6 +416,12 @@ def after_thinking(text: str) -> str:
     return text.rsplit("</think>", 1)[1] if "</think>" in text else ""
 
 
+def _answer_tag(text: str) -> str | None:
+    """The content of the last `<answer>...</answer>`."""
+    answers = ANSWER_TAG.findall(text)
+    return answers[-1] if answers else None
+
+
 def _last_boxed(text: str) -> str | None:
     r"""The content of the last `\boxed{...}`, nested braces included; None if there is none or it is unclosed."""
     start = text.rfind("\\boxed{")
@@ -416,6 +433,56 @@ def _last_boxed(text: str) -> str | None:
         if depth == 0:
             return text[start:end]
     return None
+
+
+def _after_hashes(text: str) -> str | None:
+    """GSM8K's `#### 72`: the first number on the line after the last `####`, or that whole line where the number
+    starts a list or an expression ("#### 7 8", "#### 7 / 8")."""
+    if "####" not in text:
+        return None
+    line = text.rsplit("####", 1)[1].strip().split("\n", 1)[0]
+    number = NUMBER.search(line)
+    if GUESSES.search(line) or (number and OPERATOR_THEN_NUMBER.match(line, number.end())):
+        return line
+    return number.group() if number else None
+
+
+def _in_prose(text: str) -> str | None:
+    """The answer in prose, read without its asides: the last math of the sentence after the last "the answer is"
+    (where math-verify looks first), else the last math of the whole text."""
+    text = LATEX_OR_ASIDE.sub(lambda match: match.group("latex") or "", text)
+    if phrases := list(ANSWER_PHRASE.finditer(text)):
+        sentence = SENTENCE_END.split(text[phrases[-1].end():], maxsplit=1)[0]
+        if (answer := _last_math(sentence)) is not None:
+            return answer
+    return _last_math(text)
+
+
+def _last_math(text: str) -> str | None:
+    """The last math in `text` (a LaTeX span, or a number standing on its own) with the values it closes a list of
+    ("so 12 or 13" answers "12 or 13"); None if there is none, or if a variable follows it ("5 x": a coefficient)."""
+    found = list(MATH.finditer(text))
+    if not found or LONE_LETTER.match(text[found[-1].end():].lstrip()):
+        return None
+    first = len(found) - 1
+    while first > 0 and GUESS_SEPARATOR.fullmatch(text[found[first - 1].end():found[first].start()]):
+        first -= 1
+    return LATEX_SPAN.sub(lambda span: span.group(span.lastindex), text[found[first].start():found[-1].end()])
+
+
+def _gold_answer(gold) -> str:
+    r"""The gold's final answer: what follows GSM8K's `####`, the content of its last `\boxed{}`; "" for none."""
+    gold = "" if gold is None else str(gold).replace("\u2212", "-").split("####")[-1].strip()
+    return (_last_boxed(gold) or gold).strip()
+
+
+def _several_values(parsed: tuple | None) -> bool:
+    r"""Whether math-verify reads a gold as several values: a set, an interval, a tuple, an inequality, `x \in` one."""
+    value = parsed[0] if parsed else None
+    if isinstance(value, Eq):  # x = 1, 2 or x \in [0, 1]
+        value = value.rhs
+    return (isinstance(value, (Set, Tuple, Relational, And, Or))
+            and not (isinstance(value, FiniteSet) and len(value) == 1))
 
 
 def _to_number(text: str) -> float | None:
@@ -431,27 +498,30 @@ def _to_number(text: str) -> float | None:
     if len(numbers) == 1 and "/" not in numbers[0]:
         rest = text.replace(numbers[0], " ", 1)
         if PROSE.fullmatch(rest) and not LONE_LETTER.search(rest):
-            return float(numbers[0].replace(",", ""))
+            return float(NUMBER.match(numbers[0]).group().replace(",", ""))
     return None
 
 
 def _same_number(pred: str, pred_number: float, gold: str, gold_number: float) -> bool:
     """Equal numbers; a percentage is both its number and its fraction ("50%" is 50 and 0.5), as math-verify has it."""
-    preds = [pred_number, pred_number / 100] if "%" in pred else [pred_number]
-    golds = [gold_number, gold_number / 100] if "%" in gold else [gold_number]
+    preds = [pred_number, pred_number / 100] if PERCENT.search(pred) else [pred_number]
+    golds = [gold_number, gold_number / 100] if PERCENT.search(gold) else [gold_number]
     return any(math.isclose(p, g, abs_tol=1e-6) for p in preds for g in golds)
 
 
 # Seconds of math-verify one call of `accuracy` may spend; after that its symbolic answers score 0 (plain numbers
 # never touch it), so that pathological answers never stall a step for long
 MATH_VERIFY_BUDGET = 10.0
+# How math-verify reads an answer (its default order): as LaTeX, the whole answer within `$...$`, else as a plain
+# expression ("1/2", "50 percent")
+MATH_VERIFY_READERS = (LatexExtractionConfig(), ExprExtractionConfig())
 _PARSED: dict[str, tuple] = {}
 
 
 def _parse(text: str, timeout: int | None) -> tuple:
     """math-verify's parse of `text`, cached (a gold once per run); a parse cut off by its timeout caches as empty."""
     if (parsed := _PARSED.get(text)) is None:
-        parsed = tuple(parse(f"${text}$", parsing_timeout=timeout))
+        parsed = tuple(parse(f"${text}$", MATH_VERIFY_READERS, parsing_timeout=timeout))
         if len(_PARSED) >= 65536:  # bounded
             _PARSED.clear()
         _PARSED[text] = parsed

@@ -1,7 +1,11 @@
 import pickle
 import threading
+from decimal import Decimal
+from fractions import Fraction
 
+import numpy as np
 import pytest
+import torch
 
 from rewards import (
     REWARDS,
@@ -279,7 +283,7 @@ def test_checked_reward_that_raises_names_the_sample_and_keeps_the_error():
 @pytest.mark.parametrize("body, message", [
     ("return [1.0]", r"returned 1 values for 2 completions"),
     ("return 1.0", r"returned a float for 2 completions"),
-    ("return [1.0, '1']", r"returned '1' \(str\) for sample 1 \('b'\); rewards must be floats"),
+    ("return [1.0, '1']", r"returned '1' \(str\) for sample 1 \('b'\); rewards must be real numbers"),
     ("return [1.0, float('nan')]", r"returned nan for sample 1 \('b'\); return None to skip"),
     ("return [float('inf'), 1.0]", r"returned inf for sample 0 \('a'\)"),
 ])
@@ -290,6 +294,29 @@ def test_checked_reward_rejects_bad_output(body, message):
 
 def test_checked_reward_passes_none_and_numbers_through():
     assert _checked("return [None, 1, 0.5]")(["a", "b", "c"]) == [None, 1, 0.5]
+
+
+@pytest.mark.parametrize("value", [np.float16(0.5), np.float32(0.5), np.float64(0.5), np.int8(1), np.int64(1),
+                                   Fraction(1, 2), 1], ids=lambda value: type(value).__name__)
+def test_checked_reward_takes_any_real_number_and_hands_on_floats(value):
+    """A reward may return numpy scalars or fractions, as TRL takes them; the trainers get plain floats (PPO's adapter
+    builds a tensor of them, the records are JSON)."""
+    [reward] = CheckedReward("my_reward", lambda completions, **kwargs: [value])(["a"])
+    assert type(reward) is float and reward == float(value)
+
+
+@pytest.mark.parametrize("value", [True, np.bool_(True), Decimal("0.5"), torch.tensor(0.5), "0.5"],
+                         ids=["bool", "np.bool_", "Decimal", "0-d tensor", "str"])
+def test_checked_reward_refuses_what_is_not_a_real_number(value):
+    """A bool (Python's or numpy's), a Decimal, a 0-d tensor: none is a `numbers.Real` that is not a bool."""
+    with pytest.raises(RewardError, match=r"sample 0 \('a'\); rewards must be real numbers, or None to skip"):
+        CheckedReward("my_reward", lambda completions, **kwargs: [value])(["a"])
+
+
+@pytest.mark.parametrize("value", [np.float32("nan"), np.float64("inf"), np.float16("-inf")])
+def test_checked_reward_refuses_numpy_values_that_are_not_finite(value):
+    with pytest.raises(RewardError, match=r"for sample 0 \('a'\); return None to skip"):
+        CheckedReward("my_reward", lambda completions, **kwargs: [value])(["a"])
 
 
 def test_dotted_rewards_are_checked_and_keep_their_name(tmp_path, monkeypatch):
@@ -421,11 +448,11 @@ def test_accuracy_returns_within_its_math_verify_budget(monkeypatch, seconds):
 
     clock = [0.0]
 
-    def slow_parse(text, parsing_timeout):
+    def slow_parse(text, readers, parsing_timeout):
         clock[0] += seconds or parsing_timeout
         return [text]
 
-    def slow_verify(gold, pred, timeout_seconds):
+    def slow_verify(gold, pred, timeout_seconds, **settings):
         clock[0] += seconds or timeout_seconds
         return gold == pred
 
@@ -529,3 +556,81 @@ def test_maj_at_k_votes_on_what_the_reward_grades(name):
         orders = {metrics_of(reward, [[rewards[i] for i in order]], [0.0], [[samples[i] for i in order]],
                              len(samples))["maj@3"] for order in itertools.permutations(range(len(samples)))}
         assert len(orders) == 1, f"maj@3 of {samples} depends on their order: {orders}"
+
+
+# Phrasings that math-verify reads right and accuracy once misread (issue 45); each case is ours unless it says whose.
+@pytest.mark.parametrize("text, gold, expected", [
+    # an explanation after the answer, in brackets or in a clause, is not the answer
+    ("The answer is 7 (since 3 + 4 = 7).", "7", 1.0),
+    ("The answer is 7 (since 3 + 4 = 7).", "4", 0.0),
+    ("So the total is $60 (12 × 5 = 60).", "60", 1.0),
+    ("So the total is $60 (12 × 5 = 60).", "5", 0.0),
+    ("The answer is 7 [since 3 + 4 = 7].", "7", 1.0),
+    ("The answer is 7 — because 3 + 4 makes 7.", "7", 1.0),
+    ("The answer is 7, because 3 and 4 make it.", "7", 1.0),
+    ("The answer is 7, i.e. 3 + 4.", "7", 1.0),
+    ("The answer is 7 (since 3 + 4 = 7). Hope this helps!", "7", 1.0),
+    ("The answer is 3 (or 4).", "4", 0.0),  # an aside is never read as the answer
+    ("She has 11 apples left (18 - 7 = 11).", "11", 1.0),
+    # the sentence after "the answer is" holds the answer, as math-verify reads it first
+    ("The answer is 12. We multiplied 3 by 4.", "12", 1.0),
+    ("The answer is 12. We multiplied 3 by 4.", "4", 0.0),
+    ("The answer is 18 - 7 = 11 apples. The question had 18.", "11", 1.0),
+    ("The answer is 18 or 19. I am sure.", "18", 0.0),  # still a list of guesses
+    ("The answer is:\n\n42", "42", 1.0),  # nothing after it in its sentence: the last number
+    # a percentage in prose keeps its sign, or its word
+    ("The answer is 50%.", "0.5", 1.0),
+    ("The answer is 50 percent.", "0.5", 1.0),
+    ("So 28 pct of them passed.", r"28\%", 1.0),
+    ("The answer is 50%.", "50", 1.0),
+    ("The answer is 50.", "0.5", 0.0),
+    (r"\boxed{50 percent}", "0.5", 1.0),
+    (r"The answer is 50\%.", "0.5", 1.0),
+    ("<answer>The percentage is 50</answer>", "0.5", 0.0),  # the sign or word goes right after the number
+    # LaTeX in prose is read as math-verify reads it, and numbers listed in it are still guesses
+    ("The answer is $x = 3$.", "3", 1.0),
+    ("The answer is $3$ or $4$.", "4", 0.0),
+    ("He paid $5 for the pen and $3 for the book, so $8 in total.", "8", 1.0),  # currency, not LaTeX
+])
+def test_accuracy_reads_what_math_verify_reads(fmt, text, gold, expected):
+    assert accuracy_reward(fmt([text]), answer=[gold]) == [expected]
+
+
+# A gold written as a relation and an answer written as an interval, or the reverse. First math-verify's own three
+# cases, verbatim (its repository's tests/test_all.py: test_set_rel_assymetry, with allow_set_relation_comp, and
+# "Issue: LaTeX vs expr precedence"), then pairs of ours that math-verify says are equal
+RELATION_AND_INTERVAL = [
+    (r"$x \in [-2,7]$", r"$-2 \\le x \\le 7$"),
+    (r"$-2 \\le x \\le 7$", r"$x \in [-2,7]$"),
+    ("$x \\in [-2,7]$", "$less than or equal to zero between its roots. Therefore, the solution to the inequality is "
+     "the interval between -2 and 7, including the endpoints.\n\nThus, the solution in interval notation is:\n\n"
+     "\\[ \\boxed{[-2, 7]} \\]$"),
+    (r"$(1, \infty)$", "x > 1"),
+    (r"$x > 1$", r"(1, \infty)"),
+    (r"$(-\infty, 2]$", r"x \le 2"),
+    (r"$x \le 2$", r"(-\infty, 2]"),
+    (r"$(1, 3)$", "1 < x < 3"),
+    (r"$1 < x < 3$", "(1, 3)"),
+]
+
+
+@pytest.mark.parametrize("answer, gold", RELATION_AND_INTERVAL)
+@pytest.mark.parametrize("written", ["{}", "The solution is {}.", "\\boxed{{{}}}", "<answer>{}</answer>"],
+                         ids=["as-written", "prose", "boxed", "answer"])
+def test_a_relation_equals_its_interval_both_ways(fmt, answer, gold, written):
+    marked = written.startswith(("\\boxed", "<answer>"))  # the answer inside a marker, without its `$...$`
+    text = written.format(answer.strip("$") if marked else answer)
+    assert accuracy_reward(fmt([text]), answer=[gold]) == [1.0]
+
+
+@pytest.mark.parametrize("text, gold", [
+    (r"\boxed{[1, \infty)}", "x > 1"),  # the end point
+    (r"\boxed{x \ge 1}", r"(1, \infty)"),
+    (r"\boxed{(1, 3)}", r"1 \le x \le 3"),
+    (r"\boxed{x < 1}", r"(1, \infty)"),  # the other side
+    (r"\boxed{2}", "1 < x < 3"),  # one value in the range is not the range
+    (r"\boxed{1, 2, 3}", "1 < x < 3"),  # nor are values listed ("1, 3" is: math-verify reads it as the pair (1, 3))
+    ("The solution is $x > 2$.", r"(1, \infty)"),
+])
+def test_a_relation_and_a_different_interval_are_not_equal(fmt, text, gold):
+    assert accuracy_reward(fmt([text]), answer=[gold]) == [0.0]
