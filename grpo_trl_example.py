@@ -34,11 +34,12 @@ import yaml
 from accelerate import PartialState
 from datasets import load_dataset
 from transformers import AutoConfig, set_seed
+from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import find_adapter_config_file
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config
 from trl import get_quantization_config
 
-from rewards import RewardArguments, get_reward_funcs
+from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
 
 try:  # one-sentence checks, and the run's records and plots; a copy with rewards.py alone trains without them
     from extras import cli, outputs
@@ -96,6 +97,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     if script_args.eval_only:  # the model as it is: no adapter of ours, no reference, no vLLM, no checkpoint
         model_args.use_peft, training_args.beta, training_args.use_vllm = False, 0.0, False
     training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]  # a,b
+    targets = model_args.lora_target_modules  # TRL passes one name alone to peft as a regex of a whole module path
+    if isinstance(targets, str) and targets.isidentifier():
+        model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
     if cli:  # the run's paths, models, launch and packages; `last`, the newest complete checkpoint
         cli.check(script_args, training_args, model_args)
         training_args.resume_from_checkpoint = cli.checkpoint(training_args)
@@ -122,10 +126,11 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # (a path each) score prompt + completion as text. The total reward is their weighted sum (--reward_weights).
     try:
         reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.max_completion_length, script_args)
-    except ValueError as err:  # an unknown name, a module that does not import
+        check_columns(reward_funcs, [train_dataset, eval_dataset], script_args.dataset_name)
+        for path in script_args.reward_model_name_or_path:
+            check_reward_model(path, training_args.trust_remote_code)
+    except ValueError as err:  # an unknown name, a module that does not import, a reward that could not score
         sys.exit(f"error: {err}")
-    if cli:
-        cli.check_columns(reward_funcs, [train_dataset, eval_dataset], script_args.dataset_name)
     tools, environment_factory = [], None
     if script_args.tools or script_args.environment_factory:  # GRPOTrainer runs each call and feeds the result back
         tools, environment_factory, reward_funcs = extra("tools", "--tools").setup(
@@ -199,6 +204,9 @@ def load_prompts(args: GRPOScriptArguments):
             if not splits:
                 sys.exit(f"error: --dataset_name {args.dataset_name}: {err}")
             splits.append(None)  # no test split
+        except ConnectionError as err:  # neither here nor reachable on the hub (offline, or no network)
+            sys.exit(f"error: --dataset_name {args.dataset_name}: no such file or folder here, and a hub dataset "
+                     f"id needs the hub ({err})")
     for flag, name in [("dataset_prompt_column", "prompt"), ("dataset_answer_column", "answer")]:
         for i, split in enumerate(splits):
             if (column := getattr(args, flag)) in (None, name) or split is None:
@@ -207,6 +215,10 @@ def load_prompts(args: GRPOScriptArguments):
                 sys.exit(f"error: --{flag} {column}: no such column in {args.dataset_name}; its columns are: "
                          f"{', '.join(split.column_names)}")
             splits[i] = split.remove_columns([c for c in [name] if c in split.column_names]).rename_column(column, name)
+    for split in splits:
+        if split is not None and "prompt" not in split.column_names:
+            sys.exit(f"error: --dataset_name {args.dataset_name} has no `prompt` column; its columns are: "
+                     f"{', '.join(split.column_names)}; name yours with --dataset_prompt_column")
     if args.system_prompt:  # prompts become conversations that open with this system message, and have no other
         system = {"role": "system", "content": args.system_prompt}
 
@@ -274,6 +286,8 @@ def make_parser(default_run: bool = True) -> TrlParser:
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None)
+    # Every trained weight takes part in every step: DDP need not look for unused ones (and warns when told to)
+    parser.set_defaults(ddp_find_unused_parameters=False)
     if default_run:
         if not DEFAULT_RECIPE.is_file():
             sys.exit(f"error: a run without --config reads {DEFAULT_RECIPE.relative_to(HERE)}, which is not beside "
@@ -287,9 +301,18 @@ def make_parser(default_run: bool = True) -> TrlParser:
 if __name__ == "__main__":
     # The bundled recipe is the default of a run that names nothing: a run that names a recipe or a model starts from
     # TRL's defaults, as TRL's own script does
-    names_a_run = any(arg.split("=")[0] in ("--config", "--model_name_or_path") for arg in sys.argv[1:])
+    names = ("--config", "--model_name_or_path", "--model-name-or-path")
+    names_a_run = any(arg.split("=")[0] in names for arg in sys.argv[1:])
     parser = make_parser(default_run=not names_a_run)
     # With extras/: one-sentence errors, the nearest option to a mistyped one, refusals, a readable --help
     script_args, training_args, model_args = cli.parse(parser, REFUSED) if cli else parser.parse_args_and_config()
-    main(script_args, training_args, model_args)
+    interrupted = False
+    try:
+        main(script_args, training_args, model_args)
+    except KeyboardInterrupt:  # Ctrl-C: no traceback, and one line below
+        interrupted = True
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)
+    if interrupted:  # after the trainer's progress bar has closed: how to go on, if a checkpoint was kept
+        kept = Path(training_args.output_dir).is_dir() and get_last_checkpoint(training_args.output_dir)
+        sys.exit(f"\ninterrupted; {kept} is kept: the same command with --resume_from_checkpoint last continues "
+                 "from it" if kept else "\ninterrupted")

@@ -37,9 +37,10 @@ from torch import nn
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
                           DataCollatorWithPadding, GenerationConfig, set_seed)
 from transformers.modeling_outputs import BaseModelOutput
+from transformers.trainer_utils import get_last_checkpoint
 from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
 
-from rewards import RewardArguments, get_reward_funcs
+from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
 
 with warnings.catch_warnings():  # PPOTrainer is in trl.experimental in trl 1.12 (gone in 1.13): its notice says nothing
     warnings.filterwarnings("ignore", message="You are importing from 'trl.experimental'")
@@ -98,6 +99,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if script_args.dataset_name is None:  # TRL's default: a run that names its model names its prompts too
         sys.exit("error: --dataset_name is missing: give a .jsonl, .json, .csv or .parquet file, a folder, or a hub id")
     training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]  # a,b
+    targets = model_args.lora_target_modules  # TRL passes one name alone to peft as a regex of a whole module path
+    if isinstance(targets, str) and targets.isidentifier():
+        model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
     if cli:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         cli.check(script_args, training_args, model_args)
         extras_ppo.check_options(script_args, training_args)
@@ -133,10 +137,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     try:
         reward_funcs = [] if training_args.reward_model_path else get_reward_funcs(
             script_args.reward_funcs, training_args.response_length, script_args)
-    except ValueError as err:  # an unknown name, a module that does not import
+        check_columns(reward_funcs, datasets, script_args.dataset_name)
+        if training_args.reward_model_path:
+            check_reward_model(training_args.reward_model_path, script_args.trust_remote_code)
+    except ValueError as err:  # an unknown name, a module that does not import, a reward that could not score
         sys.exit(f"error: {err}")
-    if cli:
-        cli.check_columns(reward_funcs, datasets, script_args.dataset_name)
     names = [f.__name__ for f in reward_funcs] or ["reward_model"]
     if script_args.reward_weights is not None and len(script_args.reward_weights) != len(names):
         sys.exit(f"error: {len(script_args.reward_weights)} --reward_weights for {len(names)} rewards "
@@ -274,6 +279,8 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
         if unwrapped is not self.model and not self.is_deepspeed_enabled:  # DDP's wrapper: what LoRA's reference,
             for name in ("policy", "config"):  # save_model and the model card read on it
                 object.__setattr__(self.model, name, getattr(unwrapped, name))
+        # trl 1.12's train() prints one line through it, "===training policy===", which says nothing about the run
+        self.accelerator.print = lambda *args, **kwargs: None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "objective/scores" in logs:  # once per update, on every process
@@ -331,6 +338,9 @@ def load_prompts(args: PPOScriptArguments):
             if not splits:
                 sys.exit(f"error: --dataset_name {args.dataset_name}: {err}")
             splits.append(None)  # no test split
+        except ConnectionError as err:  # neither here nor reachable on the hub (offline, or no network)
+            sys.exit(f"error: --dataset_name {args.dataset_name}: no such file or folder here, and a hub dataset "
+                     f"id needs the hub ({err})")
     for flag, name in [("dataset_prompt_column", "prompt"), ("dataset_answer_column", "answer")]:
         for i, split in enumerate(splits):
             if (column := getattr(args, flag)) in (None, name) or split is None:
@@ -339,6 +349,10 @@ def load_prompts(args: PPOScriptArguments):
                 sys.exit(f"error: --{flag} {column}: no such column in {args.dataset_name}; its columns are: "
                          f"{', '.join(split.column_names)}")
             splits[i] = split.remove_columns([c for c in [name] if c in split.column_names]).rename_column(column, name)
+    for split in splits:
+        if split is not None and "prompt" not in split.column_names:
+            sys.exit(f"error: --dataset_name {args.dataset_name} has no `prompt` column; its columns are: "
+                     f"{', '.join(split.column_names)}; name yours with --dataset_prompt_column")
     if args.system_prompt:  # prompts become conversations that open with this system message, and have no other
         system = {"role": "system", "content": args.system_prompt}
 
@@ -482,9 +496,18 @@ def make_parser(default_run: bool = True) -> TrlParser:
 if __name__ == "__main__":
     # The bundled recipe is the default of a run that names nothing: a run that names a recipe or a model starts from
     # TRL's defaults, as TRL's own script does
-    names_a_run = any(arg.split("=")[0] in ("--config", "--model_name_or_path") for arg in sys.argv[1:])
+    names = ("--config", "--model_name_or_path", "--model-name-or-path", "--sft_model_path", "--sft-model-path")
+    names_a_run = any(arg.split("=")[0] in names for arg in sys.argv[1:])
     parser = make_parser(default_run=not names_a_run)
     # With extras/: one-sentence errors, the nearest option to a mistyped one, refusals, a readable --help
     script_args, training_args, model_args = cli.parse(parser, REFUSED) if cli else parser.parse_args_and_config()
-    main(script_args, training_args, model_args)
+    interrupted = False
+    try:
+        main(script_args, training_args, model_args)
+    except KeyboardInterrupt:  # Ctrl-C: no traceback, and one line below
+        interrupted = True
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)
+    if interrupted:  # after the trainer's progress bar has closed: how to go on, if a checkpoint was kept
+        kept = Path(training_args.output_dir).is_dir() and get_last_checkpoint(training_args.output_dir)
+        sys.exit(f"\ninterrupted; {kept} is kept: the same command with --resume_from_checkpoint last continues "
+                 "from it" if kept else "\ninterrupted")

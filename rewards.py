@@ -87,6 +87,34 @@ def get_reward_funcs(names: list[str], max_completion_length: int, args: RewardA
     return funcs
 
 
+def check_columns(reward_funcs: list, splits: list, dataset_name: str) -> None:
+    """ValueError for a column a reward needs (its `columns`, see `reads`) and the data lacks: `accuracy` without
+    `answer` would be None for every sample, and the run would train on nothing. Checked before any model loads."""
+    flags = {"answer": "--dataset_answer_column", "solution": "--dataset_answer_column"}
+    for split in (s for s in splits if s is not None):
+        for func in reward_funcs:
+            for need in getattr(func, "columns", ()):
+                names = (need,) if isinstance(need, str) else tuple(need)
+                if not any(n in split.column_names for n in names):
+                    how = f"map yours onto it with {flags[names[0]]} <column>" if names[0] in flags else (
+                        f"rename yours to '{names[0]}' in the data")
+                    raise ValueError(f"reward '{func.__name__}' needs a column {' or '.join(map(repr, names))}, and "
+                                     f"{dataset_name} has: {', '.join(split.column_names)}; {how}")
+
+
+def check_reward_model(path: str, trust_remote_code: bool = False) -> None:
+    """ValueError unless `path` is a reward model, a sequence classifier with one output: a causal LM would load as
+    one with a new, random head, and the policy would train on noise. Reads its config only."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    architectures = config.architectures or []
+    if not any(a.endswith("ForSequenceClassification") for a in architectures) or config.num_labels != 1:
+        raise ValueError(f"reward model {path} is {', '.join(architectures or ['an unknown architecture'])} with "
+                         f"{config.num_labels} labels; a reward model is a sequence-classification model with one "
+                         "output (num_labels=1) that scores a whole prompt + completion")
+
+
 def completion_text(completion: str | list[dict]) -> str:
     """The text of a completion in either format: a string, or the last message's content.
 

@@ -27,7 +27,12 @@ python3 -m venv .venv || { echo "error: python3 cannot make a virtual environmen
 pip=(.venv/bin/python -m pip install --quiet)
 TORCH=${TORCH:-$(command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu)}
 if [ "$TORCH" = cpu ]; then  # the CPU build alone, from PyTorch's index; its dependencies come from PyPI below
-    "${pip[@]}" --no-deps torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+    "${pip[@]}" --no-deps torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu || {
+        echo "error: torch 2.13.0's CPU build could not be installed from PyTorch's index (download.pytorch.org; pip's"
+        echo "message is above). Check the network or proxy and run bash setup.sh again, or take PyPI's CUDA build"
+        echo "instead (several GB, runs on a CPU too): TORCH=cuda bash setup.sh"
+        exit 1
+    }
 else
     "${pip[@]}" torch==2.13.0
 fi
@@ -37,4 +42,5 @@ fi
 
 .venv/bin/python assets/convert_gguf.py
 .venv/bin/python grpo_trl_example.py
-echo "set up: .venv/bin/python -m pytest runs every test (or activate it first: source .venv/bin/activate)"
+echo "set up. Next: source .venv/bin/activate (then python grpo_trl_example.py, as the README says);"
+echo "  python -m pytest -m 'not slow' runs the quick tests (about a minute), python -m pytest all of them"

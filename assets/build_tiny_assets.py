@@ -143,7 +143,8 @@ def main():
 
     # ---- Save ----
     model_dir = args.out / f"tiny-llama-{args.task}"
-    model.config.pad_token_id = model.generation_config.pad_token_id = None  # SFTTrainer set it to eos
+    # The pad GRPOTrainer gives a tokenizer without one, its eos: the configs agree with it, and nothing warns
+    model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.eos_token_id
     model.config.use_cache = True  # SFT turned the KV cache off; generation wants it
     model.save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)

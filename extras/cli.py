@@ -3,6 +3,7 @@ one, a recipe's keys and values checked, options refused where they would have n
 run's paths, models, launch and packages checked."""
 
 import argparse
+import dataclasses
 import difflib
 import importlib.util
 import json
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 import torch
+from accelerate import PartialState
 
 
 def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tuple:
@@ -20,15 +22,12 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tup
     set, as flags or recipe keys. The values are read from argparse alone: a second training config would start the
     process group twice."""
     args, config = list(sys.argv[1:] if args is None else args), parser.dataclass_types[1].__name__
+    args = [part for arg in args for part in (arg.split("=", 1) if arg.startswith("--config=") else [arg])]
     refused = {**dict.fromkeys(UNREAD.get(config, []), f"{config}'s trainer never reads it"),
                **dict.fromkeys(COMPUTED.get(config, []), f"{config}'s trainer computes it from the batch settings "
                                                           "and the number of processes"),
                **refused}
-    parser.usage = "%(prog)s [--config recipe.yaml] [--option value ...]"
-    parser.description = ("Every option is a flag and a key of a YAML recipe given with --config; flags win. "
-                          "docs/options.md lists the ones you will use; refused options are not listed.")
-    for action in parser._actions:
-        action.help = argparse.SUPPRESS if action.dest in refused else action.help
+    readable_help(parser, refused)
     hint = " (--help lists every option)"
     parser.error = lambda message: sys.exit(f"error: {message}" + ("" if "choose from" in message else hint))
     actions = {}
@@ -66,6 +65,33 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tup
         sys.exit(f"error: {err} The generation batch is per_device_train_batch_size x processes x "
                  f"steps_per_generation completions: on one process, --per_device_train_batch_size {sizes}, or "
                  "change --num_generations.")
+
+
+def readable_help(parser, refused: dict[str, str]) -> None:
+    """--help with what a user sets first on its first screen: the recipe, model, data and output folder, then the
+    script's own options, then TRL's. Refused options are not listed, and where this run's default is not TRL's (the
+    default run's recipe, or the CPU's settings) TRL's is shown beside it, as TRL's help text describes its own."""
+    parser.usage = "%(prog)s [--config recipe.yaml] [--option value ...]"
+    parser.description = ("Every option is a flag and a key of a YAML recipe given with --config; flags win. "
+                          "docs/options.md lists the ones you will use; refused options are not listed.")
+    script_class = parser.dataclass_types[0]
+    inherited = {f.name for base in script_class.__mro__[1:] if dataclasses.is_dataclass(base)
+                 for f in dataclasses.fields(base)}
+    trl_defaults = {f.name: f.default for cls in parser.dataclass_types[1:] for f in dataclasses.fields(cls)
+                    if f.default not in (dataclasses.MISSING, None)}
+    for action in parser._actions:
+        if action.dest in refused:
+            action.help = argparse.SUPPRESS
+        elif action.help and action.dest in trl_defaults and action.default != trl_defaults[action.dest]:
+            action.help += f" (TRL's default: {trl_defaults[action.dest]})"
+    first = ["help", "model_name_or_path", "dataset_name", "output_dir"]
+    first += [f.name for f in dataclasses.fields(script_class) if f.name not in inherited]
+    group = parser._optionals  # every field's flag is there, in the order of the dataclasses
+    front = [action for dest in first for action in group._group_actions if action.dest == dest]
+    config = argparse.Action(["--config"], dest="config", metavar="RECIPE.yaml", default=argparse.SUPPRESS, help=(
+        "A YAML file of `option: value` lines (recipes/ has one per model and algorithm); flags override it. "
+        "Without it and without --model_name_or_path, the default run's recipes/tiny/ file"))
+    group._group_actions[:] = front[:1] + [config] + front[1:] + [a for a in group._group_actions if a not in front]
 
 
 def refuse(refused: dict[str, str], defaults: dict, values) -> None:
@@ -173,24 +199,17 @@ def check(script_args, training_args, model_args) -> None:
             sys.exit(f"error: --model_name_or_path {name} is not a local directory, and " + (
                 "the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache" if constants.HF_HUB_OFFLINE
                 else f"the hub could not serve it ({type(error).__name__})"))
-    for flag, path in [("--reward_model_name_or_path", p) for p in getattr(script_args, "reward_model_name_or_path", [])
-                       ] + [("--reward_model_path", getattr(training_args, "reward_model_path", None))]:
-        if path:  # a causal LM would load as a classifier with a new, random head, and train on noise
-            from transformers import AutoConfig
-
-            config = AutoConfig.from_pretrained(path, trust_remote_code=getattr(
-                training_args, "trust_remote_code", getattr(script_args, "trust_remote_code", False)))
-            architectures = config.architectures or []
-            if not any(a.endswith("ForSequenceClassification") for a in architectures) or config.num_labels != 1:
-                sys.exit(f"error: {flag} {path} is {', '.join(config.architectures or ['an unknown architecture'])} "
-                         f"with {config.num_labels} labels; a reward model is a sequence-classification model with one "
-                         "output (num_labels=1) that scores a whole prompt + completion")
     data, kinds = Path(script_args.dataset_name), (".jsonl", ".json", ".csv", ".parquet")
     if data.is_file() and data.suffix not in kinds:
         sys.exit(f"error: --dataset_name {data}: use a {', '.join(kinds)} file, or a folder")
     for file in [data] if data.is_file() else sorted(data.rglob("*")) if data.is_dir() else []:
         if file.suffix in kinds and file.stat().st_size == 0:  # datasets would stop with a bare StopIteration
             sys.exit(f"error: --dataset_name: {file} is empty")
+    if not data.expanduser().exists():
+        check_hub_dataset(str(data))
+    if model_args.use_peft and model_args.lora_target_modules:
+        trust = getattr(training_args, "trust_remote_code", getattr(script_args, "trust_remote_code", False))
+        check_lora_targets(model_args.lora_target_modules, name, model_args.model_revision, trust)
     on_cpu = training_args.use_cpu or not torch.cuda.is_available()
     if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and on_cpu:
         sys.exit("error: FSDP shards a model across GPUs only: on a CPU accelerate would run plain DDP under FSDP's "
@@ -235,24 +254,55 @@ def check(script_args, training_args, model_args) -> None:
                  "or more, or turn the evaluation off with --eval_num_samples 0")
 
 
-def check_columns(reward_funcs, splits, dataset_name: str) -> None:
-    """A column a reward needs and the data lacks, before any model loads: `accuracy` without `answer` would be None
-    for every sample, and train on nothing."""
-    flags = {"answer": "--dataset_answer_column", "solution": "--dataset_answer_column"}
-    for split in (s for s in splits if s is not None):
-        for func in reward_funcs:
-            for need in getattr(func, "columns", ()):
-                names = (need,) if isinstance(need, str) else tuple(need)
-                if not any(n in split.column_names for n in names):
-                    how = f"map yours onto it with {flags[names[0]]} <column>" if names[0] in flags else (
-                        f"rename yours to '{names[0]}' in the data")
-                    sys.exit(f"error: reward '{func.__name__}' needs a column {' or '.join(map(repr, names))}, and "
-                             f"{dataset_name} has: {', '.join(split.column_names)}; {how}")
+def check_hub_dataset(name: str) -> None:
+    """A --dataset_name that is no file or folder here is a hub id: ask the hub briefly now, where datasets would
+    retry for half a minute with no network, and say in one line that it has no such dataset or cannot be reached.
+    Offline (HF_HUB_OFFLINE=1), datasets reads its cache, and the script says when it holds no such dataset."""
+    from huggingface_hub import HfApi, constants
+
+    if constants.HF_HUB_OFFLINE:
+        return
+    try:
+        HfApi().dataset_info(name, timeout=5)
+    except Exception as err:  # RepositoryNotFoundError, a malformed id, or no network; a gated one exists
+        if "Gated" not in type(err).__name__:
+            reason = ("the hub has no dataset of that name" if "NotFound" in type(err).__name__ or "Validation" in
+                      type(err).__name__ else f"the hub could not be reached to look it up ({type(err).__name__})")
+            sys.exit(f"error: --dataset_name {name}: no such file or folder here, and {reason}")
+
+
+def check_lora_targets(targets: list[str] | str, model: str, revision: str, trust_remote_code: bool) -> None:
+    """Each of --lora_target_modules names a module of the model (peft matches the end of a name; TRL passes one
+    name alone as a regular expression, which peft matches whole): peft would refuse a list none of which matches
+    with a traceback, and silently train fewer modules when only some match. The model is built from its config on
+    the meta device, without weights."""
+    if targets == "all-linear":
+        return
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(model, revision=revision, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError):  # a LoRA adapter's folder (--eval_only): its base is checked when it was trained
+        return
+    with init_empty_weights():
+        skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+    names = [name for name, _ in skeleton.named_modules()]
+    if isinstance(targets, str):
+        missing = [] if any(re.fullmatch(targets, name) for name in names) else [targets]
+    else:
+        missing = [t for t in targets if not any(name == t or name.endswith(f".{t}") for name in names)]
+    if missing:
+        layers = sorted({name.rsplit(".", 1)[-1] for name, module in skeleton.named_modules()
+                         if isinstance(module, torch.nn.Linear)})
+        sys.exit(f"error: --lora_target_modules {' '.join(missing)}: {model} has no such module; its linear layers "
+                 f"are {', '.join(layers)} (or give all-linear)")
 
 
 def checkpoint(training_args) -> str | None:
     """--resume_from_checkpoint: a folder, or `last` (`true`) for the newest complete checkpoint in --output_dir, one
-    whose trainer_state.json (written last) parses; transformers' get_last_checkpoint returns it whole or not."""
+    whose trainer_state.json (written last) parses; transformers' get_last_checkpoint returns it whole or not. With
+    none yet, `last` starts afresh, so that one restart command serves the first run too."""
     wanted = training_args.resume_from_checkpoint
     if wanted is None or wanted.lower() not in ("last", "true"):
         if wanted is not None and not Path(wanted).is_dir():
@@ -268,4 +318,6 @@ def checkpoint(training_args) -> str | None:
             return checkpoint
         except (OSError, json.JSONDecodeError):
             print(f"skipping incomplete checkpoint {checkpoint}")
-    sys.exit(f"error: --resume_from_checkpoint {wanted}: no complete checkpoint in {out}")
+    if PartialState().is_main_process:
+        print(f"--resume_from_checkpoint {wanted}: no complete checkpoint in {out} yet, so the run starts afresh")
+    return None

@@ -14,6 +14,7 @@ import re
 import sys
 import time
 import warnings
+import weakref
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -82,11 +83,23 @@ class ShortLogs(ProgressCallback):
 
 def tidy(trainer) -> None:
     """Short log lines (--disable_tqdm keeps transformers' printer), and no hub model card in --output_dir unless the
-    run pushes to the hub: TRL writes one at every checkpoint, where a local model's links to huggingface.co/None."""
+    run pushes to the hub: TRL writes one at every checkpoint, where a local model's links to huggingface.co/None. On
+    resume, no warning that the checkpoint lacks an output layer tied to the input embeddings: it is saved once, as
+    the embeddings, and tied again on load (transformers warns as it compares with another list, of keys not saved)."""
     if trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(ShortLogs)
     if not trainer.args.push_to_hub:
         trainer.create_model_card = lambda *args, **kwargs: None
+
+    run = weakref.ref(trainer)  # the logger outlives the run, and must not keep its models alive
+
+    def tied_and_missing(record) -> bool:
+        model = getattr(run(), "model", None)  # the model loading (PPO's resume loads each of its two in turn)
+        tied = getattr(getattr(getattr(model, "module", model), "config", None), "tie_word_embeddings", False)
+        return not (tied and record.getMessage().startswith("There were missing keys in the checkpoint model loaded: "
+                                                             "['lm_head.weight']"))
+
+    logging.getLogger("transformers.trainer").addFilter(tied_and_missing)
 
 
 class NoSignalWatchdog(TrainerCallback):

@@ -50,8 +50,8 @@ def test_default_task_outputs(tmp_path):
         assert m["reward"] == pytest.approx(m["rewards/accuracy/mean"]) == pytest.approx(sum(accuracies) / 16)
 
     assert_run_summary(out, proc.stdout, steps=4)
-    # transformers' save at the last step (--save_steps 500 is never reached), with the step's state
-    assert json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())["global_step"] == 4
+    # the default run keeps no checkpoint, as PPO's: `--save_strategy steps --save_steps N` asks for them
+    assert not list(out.glob("checkpoint-*"))
 
     # the trained policy is a plain causal LM, trained, that loads and generates
     assert_trained(out)
@@ -233,13 +233,14 @@ def test_default_run_learns(tmp_path):
     assert "pass@1" in proc.stdout and "before   after" in proc.stdout
     assert_held_out_summary(out, proc.stdout)
 
-    # The project's Python this run imported: the script, rewards.py and the three extras it turns on
+    # The project's Python this run imported: the script, rewards.py and the three extras it turns on (their lines are
+    # a figure docs/testing.md reports, not a limit: a cap bought compressed code, issue 47)
     imported = [Path(f).resolve() for f in json.loads((tmp_path / "imported.json").read_text())]
     lines = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in imported
              if p.is_relative_to(REPO) and p.relative_to(REPO).parts[0] in (SCRIPT, "rewards.py", "extras")}
     assert set(lines) == {SCRIPT, "rewards.py", "extras/__init__.py", "extras/cli.py", "extras/evaluation.py",
                           "extras/outputs.py"}
-    assert sum(lines.values()) <= RUNTIME_LINES, lines
+    print(f"the default run imports {sum(lines.values())} lines of the project's Python: {lines}")  # a figure
 
 
 # What a run reads, by file: written at exit by a sitecustomize.py on PYTHONPATH (so the run is a fresh process)
@@ -253,10 +254,6 @@ def record():
 
 atexit.register(record)
 """
-# The default run's imported project lines, as measured (1,635 when written), so that they do not grow unnoticed.
-# The script and rewards.py alone are 710; the held-out evaluation, records and plots and one-sentence checks the
-# default run turns on are the rest.
-RUNTIME_LINES = 1_650
 
 
 @pytest.mark.parametrize("recipe", sorted((REPO / "recipes").glob("*/grpo/*.yaml")), ids=lambda p: p.parent.parent.name)

@@ -125,7 +125,8 @@ def test_grpo_rejects_a_reward_model_that_is_not_a_classifier(tmp_path, models, 
 def test_ppo_sft_model_path_and_bos_tokenizer(tmp_path, models):
     """TRL's --sft_model_path names the policy (and its tokenizer here); its BOS reaches training and evaluation."""
     proc, train, held_out = spied_run(
-        tmp_path, "ppo_trl_example.py", "--sft_model_path", models["bos"], "--reward_funcs", "accuracy", "never.none",
+        tmp_path, "ppo_trl_example.py", *default_run("ppo"), "--sft_model_path", models["bos"], "--reward_funcs",
+        "accuracy", "never.none",
         "--total_episodes", 32, "--per_device_train_batch_size", 16, "--num_mini_batches", 1,
         "--eval_num_samples", 2, "--eval_max_prompts", 8)
     assert held_out == expected_ids(models["bos"], prompts_of("test")[:8])

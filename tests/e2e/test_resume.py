@@ -37,8 +37,8 @@ def test_grpo_kill_and_resume(tmp_path):
     checkpoint of step 10, where a generation begins."""
     out = tmp_path / "out"
     steps = 60
-    args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--save_steps", 10,
-            "--eval_strategy", "no", "--num_iterations", 2]
+    args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--save_strategy", "steps",
+            "--save_steps", 10, "--eval_strategy", "no", "--num_iterations", 2]
     kill_after("grpo_trl_example.py", args, out, checkpoint=10, logged=12, cwd=tmp_path)
     before_kill = read_jsonl(out / "metrics.jsonl")
     assert 12 <= max(r["step"] for r in before_kill) < steps and not (out / "summary.json").exists()
@@ -86,8 +86,13 @@ def test_resume_last_ignores_directories_that_are_not_step_checkpoints(tmp_path)
         (tmp_path / name).mkdir()
         (tmp_path / name / "trainer_state.json").write_text("{}")
     assert resolve_checkpoint("last", tmp_path) == str(tmp_path / "checkpoint-40")
-    with pytest.raises(SystemExit, match="no complete checkpoint in"):
-        resolve_checkpoint("last", str(tmp_path / "empty"))
+
+
+def test_resume_last_with_nothing_to_resume_starts_afresh(tmp_path, capsys):
+    """One restart command serves the first run too: `last` before any checkpoint starts the run, and says so."""
+    assert resolve_checkpoint("last", str(tmp_path / "empty")) is None
+    said = capsys.readouterr().out
+    assert f"no complete checkpoint in {tmp_path / 'empty'} yet, so the run starts afresh" in said
 
 
 @pytest.mark.parametrize("reuse", [[], ["--num_iterations", 2], ["--steps_per_generation", 2]],
@@ -97,11 +102,12 @@ def test_resume_from_a_checkpoint_path_repeats_the_steps_after_it(tmp_path, reus
     (the checkpoint holds the weights, optimizer, scheduler and RNG states), and only they are logged. With reused
     generations too, whose completions a checkpoint does not hold: step 2 ends one generation, step 3 samples anew."""
     first, resumed = tmp_path / "first", tmp_path / "resumed"
-    flags = ["--max_steps", 4, "--logging_steps", 1, "--save_steps", 2, "--eval_strategy", "no",
-             "--use_cpu", "true", *reuse]  # on CPU, where the same state gives the same steps
+    flags = ["--max_steps", 4, "--logging_steps", 1, "--save_strategy", "steps", "--save_steps", 2,
+             "--eval_strategy", "no", "--use_cpu", "true", *reuse]  # on CPU, where the same state gives the same steps
     run_script("grpo_trl_example.py", "--output_dir", first, *flags, cwd=tmp_path)
-    run_script("grpo_trl_example.py", "--output_dir", resumed, "--resume_from_checkpoint", first / "checkpoint-2",
-               *flags, cwd=tmp_path)
+    proc = run_script("grpo_trl_example.py", "--output_dir", resumed, "--resume_from_checkpoint",
+                      first / "checkpoint-2", *flags, cwd=tmp_path)
+    assert "missing keys" not in proc.stderr  # the tied output layer is not saved, and not missed
     timing = {"step_time", "wall_time"}  # wall-clock seconds and the time of the log, the keys allowed to differ
     original = [{k: v for k, v in m.items() if k not in timing} for m in read_jsonl(first / "metrics.jsonl")]
     again = [{k: v for k, v in m.items() if k not in timing} for m in read_jsonl(resumed / "metrics.jsonl")]
@@ -112,17 +118,16 @@ def test_resume_from_a_checkpoint_path_repeats_the_steps_after_it(tmp_path, reus
 
 
 @pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
-@pytest.mark.parametrize("value, message", [
-    ("last", "error: --resume_from_checkpoint last: no complete checkpoint in"),
-    ("./checkpoint-7", "error: --resume_from_checkpoint ./checkpoint-7: no such directory"),
-])
-def test_resume_without_a_checkpoint_stops_before_loading(tmp_path, script, value, message, fails_early):
-    assert message in fails_early(tmp_path, "--resume_from_checkpoint", value, script=script)
+def test_resume_from_a_folder_that_is_not_there_stops_before_loading(tmp_path, script, fails_early):
+    error = fails_early(tmp_path, "--resume_from_checkpoint", "./checkpoint-7", script=script)
+    assert "error: --resume_from_checkpoint ./checkpoint-7: no such directory" in error
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--num_iterations", 2, "--save_steps", 3], "error: --save_steps 3: with --num_iterations 2"),
-    (["--steps_per_generation", 4, "--gradient_accumulation_steps", 2, "--save_steps", 0.01],  # 1% of 300 steps: 3
+    (["--num_iterations", 2, "--save_strategy", "steps", "--save_steps", 3],
+     "error: --save_steps 3: with --num_iterations 2"),
+    (["--steps_per_generation", 4, "--gradient_accumulation_steps", 2, "--save_strategy", "steps",
+      "--save_steps", 0.01],  # 1% of 300 steps: 3
      "error: --save_steps 0.01: with --num_iterations 1, --steps_per_generation 4"),
 ])
 def test_checkpoints_between_two_generations_stop_before_loading(tmp_path, flags, message, fails_early):
@@ -135,7 +140,8 @@ def test_resuming_between_two_generations_stops_before_loading(tmp_path, fails_e
     checkpoint = tmp_path / "checkpoint-3"  # as a run with other settings, or an older version of the script, left
     checkpoint.mkdir()
     (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 3}))
-    error = fails_early(tmp_path, "--num_iterations", 2, "--save_steps", 2, "--resume_from_checkpoint", checkpoint)
+    error = fails_early(tmp_path, "--num_iterations", 2, "--save_strategy", "steps", "--save_steps", 2,
+                        "--resume_from_checkpoint", checkpoint)
     assert error.startswith(f"error: --resume_from_checkpoint {checkpoint}: step 3 falls between two generations")
 
 
@@ -170,3 +176,26 @@ def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
 
     ended, left_alone = (load_file(run / "model.safetensors") for run in (killed, alone))
     assert all(torch.equal(ended[k], left_alone[k]) for k in left_alone)
+
+
+@pytest.mark.parametrize("script, flags", [
+    ("grpo_trl_example.py", ["--save_strategy", "steps", "--save_steps", 5]),
+    ("ppo_trl_example.py", ["--save_strategy", "steps", "--save_steps", 2]),
+])
+def test_ctrl_c_stops_in_one_line_that_says_how_to_go_on(tmp_path, script, flags):
+    """Ctrl-C (SIGINT) after a checkpoint: no traceback, and the line names the checkpoint and the command."""
+    out = tmp_path / "out"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **THREADS}
+    proc = subprocess.Popen([sys.executable, str(REPO / script), "--output_dir", str(out), "--eval_num_samples", "0",
+                             *map(str, flags)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while not list(out.glob("checkpoint-*/trainer_state.json")):
+        assert proc.poll() is None and time.time() < deadline, "the run ended before the interrupt"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stderr = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"interrupted; {out}/checkpoint-") and last.endswith(
+        "is kept: the same command with --resume_from_checkpoint last continues from it"), last

@@ -216,9 +216,9 @@ def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, recipe,
         assert train["repetition_penalty"] == 1.0 and train["no_repeat_ngram_size"] == 4 and train["top_k"] == 0
         # trl 1.12 stops on the tokenizer's eos only, of the model's two; from 1.14 on each of them (docs/versions.md)
         assert train["eos_token_id"] == (2 if Version(importlib.metadata.version("trl")) < Version("1.14") else [2, 3])
-    else:  # PPO samples from the plain policy, and pads with SmolLM2's unknown token
+    else:  # PPO samples from the plain policy, stops at each of the model's two eos, and pads with its unknown token
         assert train["repetition_penalty"] in (None, 1.0) and train["no_repeat_ngram_size"] in (None, 0)
-        assert train["eos_token_id"] == 2 and train["pad_token_id"] == 0
+        assert train["eos_token_id"] == [2, 3] and train["pad_token_id"] == 0
         assert proc.stdout.count("PPO pads with '<|endoftext|>' (id 0), a token of the vocabulary") == 1
     held_out_ids = {tuple(ids) for g in generates if g["eval"] for ids in g["ids"]}
     train_ids = {tuple(ids) for g in generates if not g["eval"] for ids in g["ids"]}

@@ -119,3 +119,48 @@ def test_eval_with_no_prompts(tmp_path, script, fails_early):
 def test_a_moving_reference_needs_a_reference_of_its_own(tmp_path, fails_early, flags):
     """GRPOTrainer would raise this only after loading the model; here it stops before."""
     assert named(fails_early(tmp_path, "--sync_ref_model", "true", *flags), "--sync_ref_model", "--beta", "--use_peft")
+
+
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+def test_a_dataset_without_a_prompt_column_names_the_flag(tmp_path, script, addition_rows, fails_early):
+    data = write_jsonl(tmp_path / "questions.jsonl", [{"question": r["prompt"], "answer": r["answer"]}
+                                                      for r in addition_rows])
+    assert named(fails_early(tmp_path, "--dataset_name", data, script=script),
+                 "no `prompt` column", "question, answer", "--dataset_prompt_column")
+
+
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+def test_a_bare_dataset_name_offline_says_so_at_once(tmp_path, script, fails_early):
+    """Neither a file nor a folder here, and offline (fails_early sets HF_HUB_OFFLINE=1): one line, not a hub
+    traceback."""
+    assert named(fails_early(tmp_path, "--dataset_name", "my_data", script=script),
+                 "--dataset_name my_data: no such file or folder here", "hub")
+
+
+def test_a_bare_dataset_name_with_no_hub_to_reach_says_so_in_seconds(tmp_path, fails_early):
+    """Online but with no network (the hub's address refuses): one line after one brief look-up, where datasets
+    would retry for half a minute."""
+    import time
+
+    start = time.monotonic()
+    error = fails_early(tmp_path, "--dataset_name", "my_data", in_process=False,
+                        env={"HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert named(error, "--dataset_name my_data: no such file or folder here", "could not be reached")
+    assert time.monotonic() - start < 60
+
+
+@pytest.mark.parametrize("targets", [["q_prj"], ["q_proj", "v_prj"], [".*\\.q_prj"]])
+def test_lora_target_modules_the_model_lacks_are_named_with_those_it_has(tmp_path, targets, fails_early):
+    """peft raises a traceback when no target matches, and trains fewer modules, silently, when only some do."""
+    error = fails_early(tmp_path, "--use_peft", "--lora_target_modules", *targets)
+    assert named(error, f"--lora_target_modules {targets[-1]}:", "no such module", "q_proj, up_proj, v_proj")
+
+
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+def test_one_lora_target_module_is_that_module_in_every_layer(tmp_path, script, fails_early):
+    """TRL passes a single --lora_target_modules to peft as a regular expression of a whole module path, which
+    `q_proj` never matches: the scripts pass one plain name as peft reads a list. The run gets past the check (and
+    stops at a later one)."""
+    error = fails_early(tmp_path, "--use_peft", "--lora_target_modules", "q_proj", "--eval_max_prompts", 0,
+                        script=script)
+    assert named(error, "--eval_max_prompts 0")

@@ -274,3 +274,25 @@ def test_a_recipe_may_give_one_value_for_a_list(tmp_path, name):
     script_args, _, model_args = cli.parse(SCRIPTS[name].make_parser(False), SCRIPTS[name].REFUSED,
                                            ["--config", str(tmp_path / "recipe.yaml")])
     assert script_args.reward_funcs == ["accuracy"] and model_args.lora_target_modules == "all-linear"
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_help_shows_what_a_user_sets_first_on_its_first_screen(name, capsys):
+    """--config, the model, the data, the output folder and the script's own options come first; an option whose
+    default here is not TRL's (the default run's recipe) shows TRL's beside it, as TRL's help text speaks of TRL's."""
+    with pytest.raises(SystemExit):
+        cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED, ["--help"])
+    text = capsys.readouterr().out
+    first_screen = "\n".join(text.splitlines()[:60])
+    for flag in ("--config RECIPE.yaml", "--model_name_or_path", "--dataset_name", "--output_dir", "--system_prompt"):
+        assert flag in first_screen, flag
+    words = " ".join(text.split())  # the help wraps lines at the terminal's width
+    assert f"AdamW. (TRL's default: {'1e-06' if name == 'grpo' else '3e-06'}) (default: 0.0003)" in words
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_config_with_an_equals_sign(tmp_path, name):
+    (tmp_path / "recipe.yaml").write_text("seed: 7\n")
+    _, training_args, _ = cli.parse(SCRIPTS[name].make_parser(False), SCRIPTS[name].REFUSED,
+                                    [f"--config={tmp_path / 'recipe.yaml'}"])
+    assert training_args.seed == 7
