@@ -34,6 +34,7 @@ def test_grpo_two_processes(tmp_path):
     device = "cpu (gloo)" if ddp_flags(2) else "cuda (nccl)"
     assert proc.stdout.count(f"distributed: DDP, 2 processes on {device}") == 1
     assert summary["distributed"]["mode"] == "DDP" and summary["distributed"]["held_parameters"] == [TINY_PARAMS] * 2
+    assert "find_unused_parameters" not in proc.stdout + proc.stderr  # no DDP warning: every parameter is used
 
     # outputs are written once, by the main process, and are complete
     assert proc.stdout.count("GRPO: 3 steps") == 1
