@@ -28,6 +28,11 @@ from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# On a CPU shared with other work, a torch thread that waits for the others sleeps instead of spinning on a core they
+# need: the default runs beside another torch job take 1.3-1.4x their time on an idle machine, not 4-8x, and idle no
+# longer (BENCHMARKS.md, section 13). OpenMP reads this once, when torch loads it: so before `import torch`.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import torch
 import yaml
 from accelerate import PartialState

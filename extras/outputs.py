@@ -210,17 +210,9 @@ def describe(mode: dict) -> str:
 
 
 def print_distributed_mode(trainer) -> None:
-    """The mode, before training; and on a busy CPU, what to set: beside other work torch's threads wait on each
-    other (BENCHMARKS.md, section 13)."""
-    if not trainer.accelerator.is_main_process:
-        return
-    print(f"distributed: {describe(distributed_mode(trainer))}", flush=True)
-    threads, cores = torch.get_num_threads(), os.cpu_count() or 1
-    load = getattr(os, "getloadavg", lambda: (0.0,))()[0]  # over the last minute; not on Windows
-    if trainer.accelerator.device.type == "cpu" and threads > 1 and load > cores / 2:
-        print(f"NOTE: this machine is busy (load average {load:.1f} on {cores} cores), and torch's {threads} threads "
-              "then wait on each other: beside other work, OMP_NUM_THREADS=1 ran the default runs 3.5x faster "
-              "(BENCHMARKS.md, section 13)", flush=True)
+    """The mode, before training."""
+    if trainer.accelerator.is_main_process:
+        print(f"distributed: {describe(distributed_mode(trainer))}", flush=True)
 
 
 def held_parameters(trainer) -> list[int]:
