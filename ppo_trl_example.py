@@ -162,7 +162,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     fit_to_tokenizer(policy, tokenizer)
     if script_args.eval_only:
         return extra("ppo", "--eval_only").evaluate_only(policy, tokenizer, eval_dataset, eval_source, reward_funcs,
-                                                         script_args, training_args)
+                                                         script_args, training_args, stop_ids)
     peft_config = get_peft_config(model_args)  # None unless --use_peft
     # The reference: a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead
     ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs) if peft_config is None else None

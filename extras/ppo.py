@@ -76,20 +76,17 @@ def reward_model_reward(reward_model, tokenizer, batch_size: int) -> RewardModel
         tokenizer, prompt) + ids, tokenizer.pad_token_id, batch_size)
 
 
-def evaluate_only(policy, tokenizer, dataset, source: str, reward_funcs: list, script_args, args) -> None:
+def evaluate_only(policy, tokenizer, dataset, source: str, reward_funcs: list, script_args, args,
+                  stop_ids: set[int]) -> None:
     """--eval_only for PPO: the policy as it is, sampled as PPOTrainer would, with no value model, reference or
-    trainer; eval.json and the table as a training run writes them."""
+    trainer; eval.json and the table as a training run writes them. `stop_ids`: the script's stop_token_ids."""
 
     state = PartialState()
-    shipped = policy.generation_config.eos_token_id  # the model's own stop tokens, as training stops at them
     policy.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     rewards = reward_funcs or [reward_model_reward(AutoModelForSequenceClassification.from_pretrained(
         args.reward_model_path, num_labels=1).eval().to(state.device), tokenizer, args.per_device_eval_batch_size)]
-    if args.stop_token == "eos":  # the tokenizer's eos and the model's own, as the script sets them for training
-        stops = {tokenizer.eos_token_id} | set(shipped if isinstance(shipped, list) else [shipped]) - {None}
-    else:
-        stops = args.stop_token_id
+    stops = sorted(stop_ids) if args.stop_token == "eos" else args.stop_token_id  # as training stops
     BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples, script_args.eval_max_prompts,
                     sampling(args, tokenizer, stops), args.seed, lambda: nullcontext(policy.to(state.device)), state,
                     args.output_dir, args.per_device_eval_batch_size).evaluate_only(step=0)
