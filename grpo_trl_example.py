@@ -100,7 +100,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     if script_args.dataset_name is None:  # TRL's default: a run that names its model names its prompts too
         sys.exit("error: --dataset_name is missing: give a .jsonl, .json, .csv or .parquet file, a folder, or a hub id")
     if script_args.eval_only:  # the model as it is: no adapter of ours, no reference, no vLLM, no checkpoint
-        model_args.use_peft, training_args.beta, training_args.use_vllm = False, 0.0, False
+        model_args.use_peft = False
+        training_args.beta = 0.0
+        training_args.use_vllm = False
     training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]  # a,b
     targets = model_args.lora_target_modules  # TRL passes one name alone to peft as a regex of a whole module path
     if isinstance(targets, str) and targets.isidentifier():

@@ -234,12 +234,15 @@ class RewardAdapter(nn.Module):
     def __init__(self, tokenizer, rows: dict, prompt_width: int, reward_funcs=(), reward_weights=None,
                  reward_model=None):
         super().__init__()
-        self.tokenizer, self.rows, self.prompt_width = tokenizer, rows, prompt_width
+        self.tokenizer = tokenizer
+        self.rows = rows
+        self.prompt_width = prompt_width
         self.reward_funcs = list(reward_funcs)
         self.reward_model = reward_model  # a submodule: PPOTrainer moves it to the device with the adapter
         self.names = [f.__name__ for f in self.reward_funcs] or ["reward_model"]
         self.weights = torch.tensor(reward_weights or [1.0] * len(self.names))
-        self.score, self.records = nn.Identity(), []
+        self.score = nn.Identity()
+        self.records = []  # what each call scored, for completions.jsonl and the per-reward logs
 
     @torch.no_grad()
     def backbone(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs) -> BaseModelOutput:

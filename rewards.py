@@ -130,7 +130,9 @@ def reads(columns=(), correctness: bool = False, final_answer: Callable | None =
     answer (maj@k)."""
 
     def declare(func):
-        func.columns, func.correctness, func.final_answer = tuple(columns), correctness, final_answer
+        func.columns = tuple(columns)
+        func.correctness = correctness
+        func.final_answer = final_answer
         return func
 
     return declare

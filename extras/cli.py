@@ -21,7 +21,8 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tup
     parsed config class's own TrainingArguments fields), those it computes itself, and `refused` stop the run when
     set, as flags or recipe keys. The values are read from argparse alone: a second training config would start the
     process group twice."""
-    args, config = list(sys.argv[1:] if args is None else args), parser.dataclass_types[1].__name__
+    args = list(sys.argv[1:] if args is None else args)
+    config = parser.dataclass_types[1].__name__
     args = [part for arg in args for part in (arg.split("=", 1) if arg.startswith("--config=") else [arg])]
     refused = {**dict.fromkeys(UNREAD.get(config, []), f"{config}'s trainer never reads it"),
                **dict.fromkeys(COMPUTED.get(config, []), f"{config}'s trainer computes it from the batch settings "

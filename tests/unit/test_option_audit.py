@@ -54,7 +54,10 @@ class Scan(ast.NodeVisitor):
     """Each access to the config in one module's tree, as (field, stored, function, always, line)."""
 
     def __init__(self, tree: ast.Module):
-        self.names, self.scope, self.top, self.found = {"args", "training_args"}, [], set(), []
+        self.names = {"args", "training_args"}  # names bound to the config
+        self.scope = []  # the class and function names around the node visited
+        self.top = set()  # the targets of the assignments in the current function's own body
+        self.found = []
         for node in ast.walk(tree):  # names bound to the config: `args = self.args`
             if isinstance(node, ast.Assign) and self.is_config(node.value):
                 self.names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
@@ -70,7 +73,8 @@ class Scan(ast.NodeVisitor):
         self.scope.pop()
 
     def visit_FunctionDef(self, node):
-        outer, self.top = self.top, {id(t) for s in node.body if isinstance(s, ast.Assign) for t in s.targets}
+        outer = self.top
+        self.top = {id(t) for s in node.body if isinstance(s, ast.Assign) for t in s.targets}
         self.visit_ClassDef(node)  # its name joins the scope, as a class's does
         self.top = outer
 
@@ -110,7 +114,8 @@ def reads(config: str) -> dict[str, str]:
 @pytest.mark.parametrize("config", TRAINERS)
 def test_no_option_refused_as_never_read_is_read(config):
     """No field of UNREAD is read by its trainer (but for READ_YET_REFUSED), or written by it (COMPUTED's class)."""
-    trainer, written = TRAINERS[config].__name__, {a.name for a in accesses(config) if a.stored}
+    trainer = TRAINERS[config].__name__
+    written = {a.name for a in accesses(config) if a.stored}
     wrong = [f"--{name}: {trainer} reads it at {reads(config)[name]}" for name in cli.UNREAD[config]
              if name in reads(config) and name not in written and (config, name) not in READ_YET_REFUSED]
     wrong += [f"--{name}: {trainer} writes it: move it to COMPUTED" for name in cli.UNREAD[config] if name in written]
