@@ -138,7 +138,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
             check_reward_model(path, training_args.trust_remote_code)
     except ValueError as err:  # an unknown name, a module that does not import, a reward that could not score
         sys.exit(f"error: {err}")
-    tools, environment_factory = [], None
+    tools = []
+    environment_factory = None
     if script_args.tools or script_args.environment_factory:  # GRPOTrainer runs each call and feeds the result back
         tools, environment_factory, reward_funcs = extra("tools", "--tools").setup(
             script_args, model_args, train_dataset, reward_funcs)

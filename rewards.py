@@ -71,7 +71,8 @@ def get_reward_funcs(names: list[str], max_completion_length: int, args: RewardA
     >>> [f.__name__ for f in get_reward_funcs(["accuracy", "overlong"], max_completion_length=256)]
     ['accuracy', 'overlong']
     """
-    funcs, args = [], args or RewardArguments()
+    funcs = []
+    args = args or RewardArguments()
     for name in names:
         if name in REWARDS:
             funcs.append(CheckedReward(name, REWARDS[name](args, max_completion_length)))
@@ -156,7 +157,8 @@ def accuracy_reward(completions, answer=None, solution=None, **kwargs) -> list[f
     if golds is None:
         return [None] * len(completions)
     parse_timeout, verify_timeout = _math_verify_timeouts()
-    deadline, late = time.monotonic() + MATH_VERIFY_BUDGET, 0
+    deadline = time.monotonic() + MATH_VERIFY_BUDGET
+    late = 0
 
     def parsed(text: str) -> tuple | None:  # math-verify's parse (cached); None once this call's budget is spent
         in_time = text in _PARSED or time.monotonic() < deadline
@@ -303,7 +305,8 @@ class CheckedReward:
     A class, so it pickles."""
 
     def __init__(self, name: str, reward_func: Callable):
-        self.__name__, self.reward_func = name, reward_func
+        self.__name__ = name
+        self.reward_func = reward_func
         declared = reward_func.func if isinstance(reward_func, functools.partial) else reward_func
         self.columns = getattr(declared, "columns", None)
         if self.columns is None:  # undeclared: the arguments its signature requires that trainers do not pass
@@ -457,7 +460,8 @@ def _last_boxed(text: str) -> str | None:
     start = text.rfind("\\boxed{")
     if start == -1:
         return None
-    depth, start = 1, start + len("\\boxed{")
+    depth = 1
+    start = start + len("\\boxed{")
     for end in range(start, len(text)):
         depth += {"{": 1, "}": -1}.get(text[end], 0)
         if depth == 0:

@@ -35,7 +35,8 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tup
     for action in parser._actions:  # the first of a flag's actions holds its default (`--no_<flag>` is the second)
         actions.setdefault(action.dest, action)
     defaults = vars(parser.parse_known_args([])[0])
-    config, at = {}, args.index("--config") if "--config" in args else None
+    config = {}
+    at = args.index("--config") if "--config" in args else None
     if at is not None:
         if at + 1 == len(args):
             sys.exit("error: --config needs the path of a YAML recipe, e.g. --config recipes/tiny/grpo.yaml")
@@ -200,7 +201,8 @@ def check(script_args, training_args, model_args) -> None:
             sys.exit(f"error: --model_name_or_path {name} is not a local directory, and " + (
                 "the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache" if constants.HF_HUB_OFFLINE
                 else f"the hub could not serve it ({type(error).__name__})"))
-    data, kinds = Path(script_args.dataset_name), (".jsonl", ".json", ".csv", ".parquet")
+    data = Path(script_args.dataset_name)
+    kinds = (".jsonl", ".json", ".csv", ".parquet")
     if data.is_file() and data.suffix not in kinds:
         sys.exit(f"error: --dataset_name {data}: use a {', '.join(kinds)} file, or a folder")
     for file in [data] if data.is_file() else sorted(data.rglob("*")) if data.is_dir() else []:

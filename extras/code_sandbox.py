@@ -407,7 +407,8 @@ def _own_cgroups() -> list[tuple[str, int]]:
     """The directories of this process's cgroup v2 and cgroup v1 memory cgroup, where they are mounted."""
     try:
         with open("/proc/self/cgroup") as own, open("/proc/self/mountinfo") as mounts:
-            own, mounts = own.read().splitlines(), mounts.read().splitlines()
+            own = own.read().splitlines()
+            mounts = mounts.read().splitlines()
     except OSError:
         return []
     paths = {}  # version -> our cgroup's path in its hierarchy ("hierarchy-id:controllers:path" lines)
@@ -420,9 +421,12 @@ def _own_cgroups() -> list[tuple[str, int]]:
     found = []
     for mount in mounts:  # "... root mount-point options - fstype source super-options"
         fields = mount.split()
-        kind, options = fields[fields.index("-") + 1], fields[fields.index("-") + 3].split(",")
+        kind = fields[fields.index("-") + 1]
+        options = fields[fields.index("-") + 3].split(",")
         version = {"cgroup2": 2, "cgroup": 1 if "memory" in options else None}.get(kind)
-        root, mount_point, path = fields[3], fields[4], paths.get(version)
+        root = fields[3]
+        mount_point = fields[4]
+        path = paths.get(version)
         if path is not None and path.startswith(root):
             directory = os.path.normpath(os.path.join(mount_point, os.path.relpath(path, root)))
             if os.path.isdir(directory):
@@ -549,7 +553,8 @@ def split_assert(test: str) -> Check | None:
         return None
     if not isinstance(node, ast.Assert):
         return None
-    expressions, literals = [], []
+    expressions = []
+    literals = []
 
     def operand(expression: ast.expr) -> ast.Name:
         try:
@@ -559,9 +564,11 @@ def split_assert(test: str) -> Check | None:
             expressions.append(ast.unparse(expression))
             return ast.Name(f"_v{len(expressions) - 1}")
 
-    condition, negated = node.test, False
+    condition = node.test
+    negated = False
     if isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not):
-        condition, negated = condition.operand, True
+        condition = condition.operand
+        negated = True
     if isinstance(condition, ast.Compare):
         if not all(type(op) in COMPARE for op in condition.ops):
             return None
@@ -597,7 +604,8 @@ def holds(check: Check, values: list[bytes | None]) -> bool:
                     return False
                 left = right
             return True
-        kind, index = node.id[1], int(node.id[2:])
+        kind = node.id[1]
+        index = int(node.id[2:])
         if kind == "c":
             return check.literals[index]
         if values[index] in (None, b"opaque"):
@@ -615,7 +623,8 @@ def _grade(output: bytes, token: str, jobs: list[list[str]], checks: list[tuple[
     to evaluate, or "assert", an assert to run); `checks` gives for each assert its first job and its `Check` (None:
     the assert is one job, run in the sandbox). None if the report is not the harness's alone: a line of another
     form, or two lines for one job (the code wrote to the report's descriptor)."""
-    prefix, reported = f"{token} ".encode(), {}
+    prefix = f"{token} ".encode()
+    reported = {}
     for line in output.splitlines():
         if not line.startswith(prefix):
             return None
@@ -638,7 +647,8 @@ def _grade(output: bytes, token: str, jobs: list[list[str]], checks: list[tuple[
 def _run(code: str, tests: list[str], limits: Limits, mode: str, python: str) -> float:
     """One sandboxed run of `python` in `mode`; the fraction of `tests` that passed."""
     token = secrets.token_hex(16)
-    jobs, checks = [], []
+    jobs = []
+    checks = []
     for test in tests:
         check = split_assert(test)
         checks.append((len(jobs), check))

@@ -47,7 +47,11 @@ class Sampling:
     def greedy(self) -> "Sampling":
         """The same, with sampling off (a repetition_penalty stays)."""
         config = copy.deepcopy(self.config)
-        config.do_sample, config.temperature, config.top_p, config.top_k, config.min_p = False, None, None, None, None
+        config.do_sample = False
+        config.temperature = None
+        config.top_p = None
+        config.top_k = None
+        config.min_p = None
         return Sampling(config, self.end)
 
 
@@ -64,7 +68,8 @@ def generate(model, tokenizer, prompt_ids: list[list[int]], num_samples: int, sa
     config = copy.deepcopy(sampling.config)
     config.num_return_sequences = num_samples
     per_call = max(1, batch_size // num_samples)
-    texts, ids = [], []
+    texts = []
+    ids = []
     for start in range(0, len(prompt_ids), per_call):
         batch = tokenizer.pad({"input_ids": prompt_ids[start:start + per_call]}, padding_side="left",
                               return_tensors="pt").to(next(model.parameters()).device)
@@ -93,13 +98,17 @@ class RewardModelReward:
     correctness = False
 
     def __init__(self, model, name: str, encode, pad_token_id: int, batch_size: int):
-        self.model, self.__name__, self.encode = model, name, encode
-        self.pad, self.batch_size = pad_token_id, batch_size
+        self.model = model
+        self.__name__ = name
+        self.encode = encode
+        self.pad = pad_token_id
+        self.batch_size = batch_size
 
     @torch.inference_mode()
     def __call__(self, prompts, completions, completion_ids, **kwargs) -> list[float]:
         rows = [self.encode(*args) for args in zip(prompts, completions, completion_ids, strict=True)]
-        scores, device = [], next(self.model.parameters()).device
+        scores = []
+        device = next(self.model.parameters()).device
         for start in range(0, len(rows), self.batch_size):
             batch = rows[start:start + self.batch_size]
             width = max(map(len, batch))
@@ -128,7 +137,8 @@ def mean(values) -> float | None:
 def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: list[list[str]],
                num_samples: int) -> dict:
     """One reward's metrics over all prompts, from its rewards [prompt][sample] and greedy rewards [prompt]."""
-    metrics, k = {"mean_reward": mean(r for rs in rewards for r in rs)}, num_samples
+    metrics = {"mean_reward": mean(r for rs in rewards for r in rs)}
+    k = num_samples
     if not getattr(reward_func, "correctness", False):
         return metrics | {"greedy_reward": mean(greedy_rewards)}
     scored = [(rs, ts) for rs, ts in zip(rewards, texts) if None not in rs]
@@ -151,10 +161,13 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling
              batch_size: int, per_prompt: list | None = None) -> dict:
     """{reward: {metric: value}} over `dataset`'s `input_ids`, on every process; `per_prompt` gets each prompt's
     completions, rewards and greedy completion. Call it on every process."""
-    indices, k, per_prompt = list(range(len(dataset))), num_samples, [] if per_prompt is None else per_prompt
+    indices = list(range(len(dataset)))
+    k = num_samples
+    per_prompt = [] if per_prompt is None else per_prompt
     with accelerator.split_between_processes(indices, apply_padding=True) as mine:  # equal slices: ranks in step
         rows = dataset.select(mine).to_dict()
-    was_training, device = model.training, next(model.parameters()).device
+    was_training = model.training
+    device = next(model.parameters()).device
     model.eval()
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed + accelerator.process_index)  # the same sampling noise before and after training
@@ -166,7 +179,8 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling
     for func in reward_funcs:
         for entry, rs, g in zip(entries, score(func, rows, sampled, sampled_ids),
                                 score(func, rows, greedy, greedy_ids)):
-            entry["rewards"][func.__name__], entry["greedy"][func.__name__] = rs, g[0]
+            entry["rewards"][func.__name__] = rs
+            entry["greedy"][func.__name__] = g[0]
     gathered = {e["index"]: e for e in reversed(gather_object(entries))}  # drop the padding's repeats
     entries = [gathered[i] for i in indices]
     per_prompt += [{key: value for key, value in e.items() if key != "index"} for e in entries]
@@ -188,7 +202,8 @@ def held_out(train, test, script_args, seed: int):
 def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> "BeforeAfterEval":
     """The evaluation of a GRPOTrainer's policy: its prompt ids, its sampling (the GenerationConfig it generates with,
     or with vLLM one built from the same settings; a completion ends at its first eos) and its reward models."""
-    args, tokenizer = trainer.args, trainer.processing_class
+    args = trainer.args
+    tokenizer = trainer.processing_class
     config = getattr(trainer, "generation_config", None) or GenerationConfig(
         max_new_tokens=args.max_completion_length, do_sample=True, pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, temperature=args.temperature,
@@ -216,18 +231,25 @@ class BeforeAfterEval(TrainerCallback):
 
     def __init__(self, dataset, source: str, tokenizer, reward_funcs, k: int, max_prompts: int, sampling: Sampling,
                  seed: int, generation_model, accelerator, output_dir: str, batch_size: int):
-        self.dataset, self.sampling = dataset.select(range(min(len(dataset), max_prompts))), sampling
+        self.dataset = dataset.select(range(min(len(dataset), max_prompts)))
+        self.sampling = sampling
         keys = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens",
                 "eos_token_id")
         self.settings = dict(source=source, num_prompts=len(self.dataset), num_samples=k,
                              temperature=sampling.config.temperature, max_new_tokens=sampling.config.max_new_tokens,
                              seed=seed, sampling={key: getattr(sampling.config, key, None) for key in keys},
                              batch_size=batch_size)
-        self.tokenizer, self.reward_funcs, self.generation_model = tokenizer, reward_funcs, generation_model
-        self.accelerator, self.output_dir, self.results = accelerator, Path(output_dir), {}
+        self.tokenizer = tokenizer
+        self.reward_funcs = reward_funcs
+        self.generation_model = generation_model
+        self.accelerator = accelerator
+        self.output_dir = Path(output_dir)
+        self.results = {}
 
     def run(self, when: str, step: int) -> None:
-        s, start, per_prompt = self.settings, time.perf_counter(), []
+        s = self.settings
+        start = time.perf_counter()
+        per_prompt = []
         if self.accelerator.is_main_process:
             print(f"evaluating ({when}, step {step}): {s['num_prompts']} prompts x {s['num_samples']} samples "
                   f"+ greedy, on {self.accelerator.num_processes} process(es)")

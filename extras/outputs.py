@@ -40,7 +40,9 @@ class RunRecorder(TrainerCallback):
     checkpoints; log_completions' parquet is overwritten by eval logs.)"""
 
     def __init__(self, output_dir: str, samples: Callable[[], list[dict]]):
-        self.output_dir, self.samples, self.history = Path(output_dir), samples, []
+        self.output_dir = Path(output_dir)
+        self.samples = samples
+        self.history = []
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:  # afresh, or up to the checkpoint resumed from
@@ -111,8 +113,12 @@ class NoSignalWatchdog(TrainerCallback):
              "at all (look at completions.jsonl: is the answer where the parser looks?).")
 
     def __init__(self, patience: int = 5, stop: bool = False, beta: float | None = None):
-        self.patience, self.stop, self.beta = patience, stop, beta
-        self.recent, self.warned, self.told = [], False, set()
+        self.patience = patience
+        self.stop = stop
+        self.beta = beta
+        self.recent = []
+        self.warned = False
+        self.told = set()
 
     def say(self, state, message: str) -> None:
         if state.is_world_process_zero:
@@ -130,7 +136,8 @@ class NoSignalWatchdog(TrainerCallback):
         if not logs or logs.get("reward") is None:
             return
         self.recent = (self.recent + [logs])[-self.patience:]
-        rewards, reason = [log["reward"] for log in self.recent], None
+        rewards = [log["reward"] for log in self.recent]
+        reason = None
         if len(self.recent) == self.patience:
             if all(log.get("frac_reward_zero_std", 0.0) >= 0.95 for log in self.recent):
                 reason = "frac_reward_zero_std >= 0.95: the completions of each prompt all got the same reward"
@@ -166,7 +173,8 @@ def grpo_completions(trainer) -> list[dict]:
     """A GRPOTrainer's last generation batch, gathered from every process, one dict per completion: trl 1.12 keeps it
     in the private `_logs` (tests/unit/test_trl_private_api.py watches it). From trl 1.13 a chat's prompt and
     completion are messages, rendered here through the chat template as trl 1.12 logs them."""
-    logs, kwargs = trainer._logs, trainer.args.chat_template_kwargs
+    logs = trainer._logs
+    kwargs = trainer.args.chat_template_kwargs
     return [{**logged_text(trainer.processing_class, prompt, completion, trainer.tools, kwargs),
              **{name: r[i] for name, r in logs["rewards"].items()},
              **{column: values[i] for column, values in logs["extra"].items() if i < len(values)}}
@@ -192,7 +200,8 @@ def distributed_mode(trainer) -> dict:
     """The distributed mode accelerate set up (not the one asked): single process, DDP, FSDP<v>, DeepSpeed ZeRO-<n>."""
     from accelerate.utils import DistributedType
 
-    accelerator, state = trainer.accelerator, trainer.accelerator.state
+    accelerator = trainer.accelerator
+    state = trainer.accelerator.state
     mode = {DistributedType.FSDP: lambda: f"FSDP{state.fsdp_plugin.fsdp_version}",
             DistributedType.DEEPSPEED: lambda: f"DeepSpeed ZeRO-{state.deepspeed_plugin.zero_stage}"}.get(
         state.distributed_type, lambda: "DDP" if accelerator.num_processes > 1 else "single process")()
@@ -330,7 +339,8 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
 def summarize(trainer, recorder: RunRecorder, started: float, args: list, title: str, evaluation: dict | None):
     """summary.json, the plots, and the closing summary printed: the reward's first and last 20%, held-out before ->
     after where it ran, where everything is. Call it on every process (each one's parameters are gathered)."""
-    held, runtime = held_parameters(trainer), time.perf_counter() - started
+    held = held_parameters(trainer)
+    runtime = time.perf_counter() - started
     if not trainer.accelerator.is_main_process:
         return
     import accelerate
@@ -339,7 +349,8 @@ def summarize(trainer, recorder: RunRecorder, started: float, args: list, title:
     import transformers
     import trl
 
-    out, history = Path(trainer.args.output_dir), [h for h in recorder.history if "reward" in h]
+    out = Path(trainer.args.output_dir)
+    history = [h for h in recorder.history if "reward" in h]
     first, last = first_last(history)
     reward_keys = sorted({k for h in history for k in h if k.startswith("rewards/") and k.endswith("/mean")})
     tool_keys = sorted({k for h in history for k in h if k.startswith("tools/")})

@@ -37,7 +37,8 @@ def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -
     a callback; a reward model scores the policy's own ids, as in training."""
     from trl.models import unwrap_model_for_generation
 
-    args, tokenizer = trainer.args, trainer.processing_class
+    args = trainer.args
+    tokenizer = trainer.processing_class
     rewards = reward_funcs or [reward_model_reward(trainer.reward_model.reward_model, tokenizer,
                                                    args.per_device_eval_batch_size)]
 
@@ -96,7 +97,8 @@ def evaluate_only(policy, tokenizer, dataset, source: str, reward_funcs: list, s
 def new_value_head(path: str):
     """Load a value model with its new `score` head said in one line, where transformers' load report calls it missing
     (as it is, by design); the report of any other missing weight is kept."""
-    reports, logger = [], transformers.utils.logging.get_logger("transformers.modeling_utils")
+    reports = []
+    logger = transformers.utils.logging.get_logger("transformers.modeling_utils")
 
     def hold(record) -> bool:
         if "LOAD REPORT" in record.getMessage():
@@ -168,7 +170,8 @@ def resume(trainer, checkpoint: str) -> None:
 
         deepspeed_load_checkpoint(trainer.model, checkpoint)
     else:
-        wrapped, models = trainer.model, trainer.accelerator.unwrap_model(trainer.model)
+        wrapped = trainer.model
+        models = trainer.accelerator.unwrap_model(trainer.model)
         # each model as trainer.model in turn: transformers reads it there after loading (to tie its weights)
         for trainer.model, folder in [(models.policy, checkpoint), (models.value_model, f"{checkpoint}/value_model")]:
             trainer._load_from_checkpoint(folder, model=trainer.model)  # full weights, shards or a LoRA adapter
@@ -188,14 +191,18 @@ class Resumed(transformers.TrainerCallback):
     sample tables at the updates where the run would have shown them (its loop counts from 1 again)."""
 
     def __init__(self, trainer, checkpoint: str, saved):
-        self.trainer, self.checkpoint, self.saved = trainer, checkpoint, saved
+        self.trainer = trainer
+        self.checkpoint = checkpoint
+        self.saved = saved
 
     def on_train_begin(self, args, state, control, **kwargs):
-        state.global_step, state.episode, state.log_history = (self.saved.global_step, self.saved.episode,
-                                                               self.saved.log_history)
+        state.global_step = self.saved.global_step
+        state.episode = self.saved.episode
+        state.log_history = self.saved.log_history
         args.num_total_batches -= self.saved.global_step  # the loop's count, read after this callback
         if args.num_sample_generations > 0:  # asked at every update, shown where the whole run's count says
-            every, show = self.trainer.sample_generations_freq, self.trainer.generate_completions
+            every = self.trainer.sample_generations_freq
+            show = self.trainer.generate_completions
             self.trainer.sample_generations_freq = 1
             self.trainer.generate_completions = lambda sampling=False: show(sampling) if not sampling or (
                 state.global_step - 1) % every == 0 else None
@@ -209,7 +216,8 @@ class SkipBatches:
     """`dataloader`, `skip` batches in: its order comes from its sampler's own generator, replayed batch by batch."""
 
     def __init__(self, dataloader, skip: int):
-        self.dataloader, self.live = dataloader, None
+        self.dataloader = dataloader
+        self.live = None
         epochs, rest = divmod(skip, len(dataloader))
         for _ in range(epochs):
             for _ in dataloader:
@@ -223,5 +231,6 @@ class SkipBatches:
         return len(self.dataloader)
 
     def __iter__(self):
-        live, self.live = self.live, None
+        live = self.live
+        self.live = None
         yield from live if live is not None else self.dataloader

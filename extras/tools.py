@@ -88,7 +88,8 @@ def _evaluate(node: ast.AST) -> int | float:
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_evaluate(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _evaluate(node.left), _evaluate(node.right)
+        left = _evaluate(node.left)
+        right = _evaluate(node.right)
         if isinstance(node.op, ast.Pow) and left not in (0, 1, -1) and abs(right) * math.log10(abs(left)) > MAX_DIGITS:
             raise ValueError(f"result too large: more than {MAX_DIGITS} digits")
         try:
@@ -152,7 +153,8 @@ class Notebook:
             key: The note's name.
             value: The note.
         """
-        key, value = str(key)[: self.MAX_LENGTH], str(value)[: self.MAX_LENGTH]
+        key = str(key)[: self.MAX_LENGTH]
+        value = str(value)[: self.MAX_LENGTH]
         if key not in self.notes and len(self.notes) >= self.MAX_NOTES:
             raise ValueError(f"the notebook is full ({self.MAX_NOTES} notes)")
         self.notes[key] = value
@@ -288,7 +290,8 @@ class LogEpisodes:
     """A reward, passed through, that also logs each completion's messages through TRL's `log_extra`."""
 
     def __init__(self, reward_func):
-        self.reward_func, self.__name__ = reward_func, reward_func.__name__  # TRL names the metrics after it
+        self.reward_func = reward_func
+        self.__name__ = reward_func.__name__  # TRL names the metrics after it
         self.columns = getattr(reward_func, "columns", ())
 
     def __call__(self, completions, log_extra=None, **kwargs):
