@@ -40,7 +40,7 @@ from accelerate.utils import gather_object
 from datasets import load_dataset
 from torch import nn
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
-                          DataCollatorWithPadding, GenerationConfig, set_seed)
+                          GenerationConfig, TrainerCallback, set_seed)
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.trainer_utils import get_last_checkpoint
 from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
@@ -130,7 +130,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
                 train_dataset, eval_dataset, script_args, training_args.seed)
         datasets = [d.map(lambda p: {"input_ids": prompt_ids(tokenizer, p)}, input_columns="prompt")
                     for d in (train_dataset, eval_dataset) if d is not None]
-    train_dataset, eval_dataset = datasets[0], datasets[1] if len(datasets) > 1 else None
+    train_dataset = datasets[0]
+    eval_dataset = datasets[1] if len(datasets) > 1 else None
     check_prompts(datasets, tokenizer, training_args)
     if not script_args.eval_only:
         check_precision(model_args, training_args, policy_path, script_args.trust_remote_code)
@@ -177,29 +178,27 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         fit_to_tokenizer(model, tokenizer)
     if training_args.activation_checkpointing:  # trl 1.12's PPOTrainer reads the flag but never acts on it
         kwargs = dict(training_args.activation_checkpointing_kwargs or {})
-        layers, offload = kwargs.pop("every_n_layers", 1), kwargs.pop("offload", False)
+        layers = kwargs.pop("every_n_layers", 1)
+        offload = kwargs.pop("offload", False)
         for model in (policy, value_model):
             model.activation_checkpointing_enable(kwargs or None, every_n_layers=layers, offload=offload)
     # PPO samples the plain policy: no processors (a repetition_penalty) from its own config, put back to save
-    shipped_generation_config, policy.generation_config = policy.generation_config, GenerationConfig(
+    shipped_generation_config = policy.generation_config
+    policy.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
 
     ################
     # Training
     ################
-    # Every prompt is left-padded to the longest, so the reward adapter knows where each completion starts
-    prompt_width = max(len(ids) for d in datasets for ids in d["input_ids"])
     trainer = PPOTrainerWithRewardLogs(
         args=training_args,
         processing_class=tokenizer,
         model=policy,
         ref_model=ref_policy,
-        reward_model=RewardAdapter(tokenizer, rows, prompt_width, reward_funcs, script_args.reward_weights,
-                                   reward_model),
+        reward_model=RewardAdapter(tokenizer, rows, reward_funcs, script_args.reward_weights, reward_model),
         value_model=value_model,
         train_dataset=train_dataset.select_columns(["input_ids"]),
         eval_dataset=eval_dataset.select_columns(["input_ids"]) if eval_dataset is not None else None,
-        data_collator=DataCollatorWithPadding(tokenizer, padding="max_length", max_length=prompt_width),
         peft_config=peft_config,
     )
     if trainer.stop_token_id == tokenizer.eos_token_id:  # every stop token of the model ends a completion, not only
@@ -224,58 +223,92 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
 
 
 class RewardAdapter(nn.Module):
-    """Reward functions as the reward model trl 1.12's PPOTrainer takes: its `get_reward` reads `score(backbone(ids))`
-    at each completion's end. `backbone` finds each row's dataset row in `rows` (rows_by_prompt) by its prompt ids
-    (left-padded to `prompt_width`) and returns the rewards' weighted sum (None as 0, as GRPOTrainer's nansum); `score`
-    is the identity."""
+    """The reward functions as a reward model, the only kind of reward trl 1.12's PPOTrainer takes.
 
-    base_model_prefix = "backbone"
+    PPOTrainer scores a batch of rollouts with TRL's `get_reward(adapter, ids, pad_token_id, prompt_width)`, where
+    `ids` holds each prompt (left-padded to the batch's longest, `prompt_width`) followed by its completion. It calls
+    `adapter.backbone(ids, attention_mask)`, passes the last hidden states through `adapter.score`, and takes the value
+    at each completion's last token as its reward. So `backbone` computes the reward and returns it at every position:
+    it decodes each completion, finds its dataset row by the prompt's ids in `rows`, calls the reward functions with
+    the row's columns, and adds up their values times `reward_weights` (a None counts 0, as in GRPOTrainer). `score`
+    passes it on unchanged. PPOTrainer then takes the KL penalty off each token and learns from the result
+    (docs/ppo.md).
 
-    def __init__(self, tokenizer, rows: dict, prompt_width: int, reward_funcs=(), reward_weights=None,
-                 reward_model=None):
+    get_reward does not pass `prompt_width` on to the model, so PromptWidths sets it as PPOTrainer draws each batch.
+    With a reward model in place of the functions, `backbone` asks it, as get_reward would.
+    """
+
+    base_model_prefix = "backbone"  # get_reward calls getattr(model, model.base_model_prefix)
+
+    def __init__(self, tokenizer, rows: dict, reward_funcs: list, reward_weights: list[float] | None = None,
+                 reward_model: nn.Module | None = None):
         super().__init__()
         self.tokenizer = tokenizer
         self.rows = rows
-        self.prompt_width = prompt_width
-        self.reward_funcs = list(reward_funcs)
+        self.reward_funcs = reward_funcs
         self.reward_model = reward_model  # a submodule: PPOTrainer moves it to the device with the adapter
-        self.names = [f.__name__ for f in self.reward_funcs] or ["reward_model"]
+        self.names = [f.__name__ for f in reward_funcs] or ["reward_model"]
         self.weights = torch.tensor(reward_weights or [1.0] * len(self.names))
         self.score = nn.Identity()
-        self.records = []  # what each call scored, for completions.jsonl and the per-reward logs
+        self.prompt_width = 0  # the current batch's, set by PromptWidths
+        self.records = []  # each completion scored since the last log, for completions.jsonl and the reward logs
 
     @torch.no_grad()
     def backbone(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs) -> BaseModelOutput:
         width = self.prompt_width
-        prompt_ids = [tuple(i for i, m in zip(ids, mask) if m)
-                      for ids, mask in zip(input_ids[:, :width].tolist(), attention_mask[:, :width].tolist())]
-        lengths = first_true_indices(attention_mask[:, width:] == 0).tolist()  # to the first pad, as get_reward
-        completion_ids = [ids[:n] for ids, n in zip(input_ids[:, width:].tolist(), lengths)]
+        prompt_ids = [tuple(ids[mask.bool()].tolist())
+                      for ids, mask in zip(input_ids[:, :width], attention_mask[:, :width])]
+        ends = first_true_indices(attention_mask[:, width:] == 0).tolist()  # a completion ends at its first pad
+        completion_ids = [ids[:end] for ids, end in zip(input_ids[:, width:].tolist(), ends)]
         texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         if self.reward_model is not None:
             padded = input_ids.masked_fill(attention_mask == 0, self.tokenizer.pad_token_id)
-            per_func = get_reward(self.reward_model, padded, self.tokenizer.pad_token_id, width)[1][:, None].cpu()
+            _, scores, _ = get_reward(self.reward_model, padded, self.tokenizer.pad_token_id, width)
+            per_func = scores[:, None].cpu()  # (batch, 1)
         else:
-            if missing := [key for key in prompt_ids if key not in self.rows]:
-                raise KeyError(f"no dataset row has the prompt {self.tokenizer.decode(missing[0])!r}")
-            rows = [self.rows[key] for key in prompt_ids]
+            rows = [self.row(key) for key in prompt_ids]
             prompts = [row["prompt"] for row in rows]
-            completions = [[{"role": "assistant", "content": t}] if isinstance(p, list) else t
-                           for p, t in zip(prompts, texts)]
-            columns = {k: [row[k] for row in rows] for k in rows[0] if k not in ("prompt", "input_ids")}
-            per_func = torch.tensor([[math.nan if r is None else r for r in func(
-                prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)]
-                for func in self.reward_funcs]).T  # (batch, rewards), None as NaN
-        self.records += [{"prompt": self.tokenizer.decode(key, skip_special_tokens=True), "completion": text,
-                          **{n: None if math.isnan(v) else v for n, v in zip(self.names, values)}}
-                         for key, text, values in zip(prompt_ids, texts, per_func.tolist())]
-        rewards = (per_func * self.weights).nansum(dim=1).to(input_ids.device)  # sum_i w_i r_i, skipping None
-        return BaseModelOutput(hidden_states=(rewards[:, None, None].expand(-1, input_ids.shape[1], 1),))
+            completions = [[{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
+                           for prompt, text in zip(prompts, texts)]  # conversational prompts, chat completions
+            columns = {name: [row[name] for row in rows] for name in rows[0] if name not in ("prompt", "input_ids")}
+            values = [func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
+                      for func in self.reward_funcs]
+            per_func = torch.tensor([[math.nan if v is None else v for v in column] for column in values]).T
+        for key, text, values in zip(prompt_ids, texts, per_func.tolist()):
+            scored = {name: None if math.isnan(value) else value for name, value in zip(self.names, values)}
+            self.records.append({"prompt": self.tokenizer.decode(key, skip_special_tokens=True), "completion": text,
+                                 **scored})
+        rewards = (per_func * self.weights).nansum(dim=1).to(input_ids.device)  # sum_i w_i r_i, a None as 0
+        hidden = rewards[:, None, None].expand(-1, input_ids.shape[1], 1)  # (batch, length, 1): the reward everywhere
+        return BaseModelOutput(hidden_states=(hidden,))
+
+    def row(self, prompt_ids: tuple) -> dict:
+        """The dataset row of a prompt, by its ids."""
+        if prompt_ids not in self.rows:
+            raise KeyError(f"no dataset row has the prompt {self.tokenizer.decode(prompt_ids)!r}")
+        return self.rows[prompt_ids]
+
+
+class PromptWidths:
+    """PPOTrainer's dataloader, telling `adapter` the width of each batch's prompts as PPOTrainer draws the batch
+    (PPOTrainer's collator left-pads them to the batch's longest)."""
+
+    def __init__(self, dataloader, adapter: RewardAdapter):
+        self.dataloader = dataloader
+        self.adapter = adapter
+
+    def __len__(self) -> int:
+        return len(self.dataloader)
+
+    def __iter__(self):
+        for batch in self.dataloader:
+            self.adapter.prompt_width = batch["input_ids"].shape[1]
+            yield batch
 
 
 class PPOTrainerWithRewardLogs(PPOTrainer):
-    """PPOTrainer that logs `reward` and `rewards/<name>/mean` as GRPOTrainer does, saves under DDP and DeepSpeed,
-    resumes, and stops when a callback asks (its loop never reads `should_training_stop`), finishing the update."""
+    """PPOTrainer with the reward adapter's logs (`reward` and `rewards/<name>/mean`, as GRPOTrainer logs them), and
+    what trl 1.12's PPOTrainer lacks: saving under DDP and DeepSpeed, resuming, and stopping when a callback asks."""
 
     latest_records: list[dict] = []
     is_distributed_loading_by_transformers = False  # read when saving; set by Trainer.__init__, which it skips
@@ -283,37 +316,38 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
     def __init__(self, args: PPOConfig, **kwargs):
         with extra("ppo", "DeepSpeed").adapter_outside_deepspeed() if args.deepspeed_plugin else nullcontext():
             super().__init__(args=args, **kwargs)
+        self.dataloader = PromptWidths(self.dataloader, self.reward_model)
+        self.eval_dataloader = PromptWidths(self.eval_dataloader, self.reward_model)
+        # PPOTrainer reads `policy` and `config` on self.model, which under DDP is torch's wrapper around them; set on
+        # the wrapper's own __dict__, they are not registered as its submodules a second time
         unwrapped = self.accelerator.unwrap_model(self.model)
-        if unwrapped is not self.model and not self.is_deepspeed_enabled:  # DDP's wrapper: what LoRA's reference,
-            for name in ("policy", "config"):  # save_model and the model card read on it
-                object.__setattr__(self.model, name, getattr(unwrapped, name))
+        if unwrapped is not self.model and not self.is_deepspeed_enabled:
+            object.__setattr__(self.model, "policy", unwrapped.policy)
+            object.__setattr__(self.model, "config", unwrapped.config)
         # trl 1.12's train() prints one line through it, "===training policy===", which says nothing about the run
         self.accelerator.print = lambda *args, **kwargs: None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if "objective/scores" in logs:  # once per update, on every process
-            self.latest_records, self.reward_model.records = gather_object(self.reward_model.records), []
+        if "objective/scores" in logs:  # PPOTrainer's log of an update, on every process
+            self.latest_records = gather_object(self.reward_model.records)
+            self.reward_model.records = []
             for name in self.reward_model.names:  # None where no completion had one, as GRPOTrainer's nanmean
-                values = [r[name] for r in self.latest_records if r[name] is not None]
+                values = [record[name] for record in self.latest_records if record[name] is not None]
                 logs[f"rewards/{name}/mean"] = sum(values) / len(values) if values else None
             logs["reward"] = logs["objective/scores"]
         super().log(logs, start_time)
-        if self.control.should_training_stop:
-            raise _StopTraining
 
     def train(self, resume_from_checkpoint: str | None = None) -> None:
         if resume_from_checkpoint:  # both models, optimizer, counters, RNG states, the place in the data
             extra("ppo", "--resume_from_checkpoint").resume(self, resume_from_checkpoint)
+        self.add_callback(StopWhenAsked)  # the last callback: every other one has seen the update when it stops
         try:
             super().train()
-        except _StopTraining:  # the update was logged: finish it as the loop does, as a run's last update
-            self.lr_scheduler.step()
-            self.control = self.callback_handler.on_step_end(self.args, self.state, self.control)
-            self.control.should_save |= self.args.save_strategy == "steps"
-            self.control = self.callback_handler.on_train_end(self.args, self.state, self.control)
-            if self.control.should_save:
+        except StopTraining:  # end as a run ends after its last update: its checkpoint, then train end
+            if self.args.save_strategy == "steps":
                 self._save_checkpoint(self.model, trial=None)
                 self.control = self.callback_handler.on_save(self.args, self.state, self.control)
+            self.control = self.callback_handler.on_train_end(self.args, self.state, self.control)
 
     def generate_completions(self, sampling: bool = False) -> None:
         super().generate_completions(sampling)
@@ -328,8 +362,17 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
             extras_ppo.save_value_model(self, output_dir)
 
 
-class _StopTraining(Exception):  # leaves PPOTrainer's loop early (PPOTrainerWithRewardLogs)
-    pass
+class StopTraining(Exception):
+    """Leaves PPOTrainer's loop (PPOTrainerWithRewardLogs.train)."""
+
+
+class StopWhenAsked(TrainerCallback):
+    """Stops training when a callback asks (`control.should_training_stop`, as the no-signal watchdog does): trl 1.12's
+    PPO loop never reads the flag, so this raises StopTraining once the update is over."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_training_stop and state.global_step < state.max_steps:
+            raise StopTraining
 
 
 def load_prompts(args: PPOScriptArguments):

@@ -125,10 +125,10 @@ def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
     def one_char(completions, **kwargs):  # None: cannot score
         return [1.0 if len(c) == 1 else None for c in completions]
 
-    width = 8  # prompts left-padded to this width, as the script's collator does
+    width = 8  # prompts left-padded to this width, as PPOTrainer's collator does to a batch's longest
     funcs = [*get_reward_funcs(["accuracy"], max_completion_length=4), one_char]
-    adapter = RewardAdapter(tokenizer, rows_by_prompt([dataset], funcs, tokenizer), width, funcs,
-                            reward_weights=[2.0, 0.5])
+    adapter = RewardAdapter(tokenizer, rows_by_prompt([dataset], funcs, tokenizer), funcs, reward_weights=[2.0, 0.5])
+    adapter.prompt_width = width  # as PromptWidths sets it when PPOTrainer draws the batch
 
     def query_response(prompt: str, completion_ids: list[int], length: int = 5) -> list[int]:
         ids = tokenizer(prompt).input_ids
