@@ -26,6 +26,7 @@ import json
 import math
 import os
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,7 +104,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         model_args.use_peft = False
         training_args.beta = 0.0
         training_args.use_vllm = False
-    training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]  # a,b
+    # --report_to tensorboard,trackio: the list TRL expects
+    training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]
     targets = model_args.lora_target_modules  # TRL passes one name alone to peft as a regex of a whole module path
     if isinstance(targets, str) and targets.isidentifier():
         model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
@@ -149,8 +151,11 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     ################
     # GRPOTrainer loads the policy from its path, and with beta > 0 and no LoRA the frozen reference from the same
     # path; with LoRA the reference is the policy with its adapter disabled.
-    training_args.model_init_kwargs = dict(revision=model_args.model_revision, dtype=model_args.dtype,
-                                           attn_implementation=model_args.attn_implementation)
+    training_args.model_init_kwargs = dict(
+        revision=model_args.model_revision,
+        dtype=model_args.dtype,
+        attn_implementation=model_args.attn_implementation,
+    )
     policy = model_args.model_name_or_path
     if not script_args.eval_only:
         check_precision(model_args, training_args)
@@ -183,7 +188,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
             evaluation.evaluate_only(trainer.state.global_step)
             return trainer.accelerator.end_training()
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
-        recorder, start = outputs.record(trainer, script_args, beta=training_args.beta)
+        start = outputs.record(trainer, script_args, beta=training_args.beta)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
 
     ################
@@ -191,7 +196,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     ################
     trainer.save_model(training_args.output_dir)  # the model, or only the LoRA adapter
     if outputs:  # summary.json, reward_curve.png, training_curves.png and the closing summary
-        outputs.summarize(trainer, recorder, start, [script_args, training_args, model_args], "GRPO",
+        outputs.summarize(trainer, start, [script_args, training_args, model_args], "GRPO",
                           evaluation and evaluation.results)
     # Every process waits for the main one to write, then all leave together: an early exit can take the rest down
     trainer.accelerator.wait_for_everyone()
@@ -316,7 +321,9 @@ if __name__ == "__main__":
     script_args, training_args, model_args = cli.parse(parser, REFUSED) if cli else parser.parse_args_and_config()
     interrupted = False
     try:
-        main(script_args, training_args, model_args)
+        # With extras/: no upstream notice that every run would print and that says nothing about it
+        with outputs.quiet() if outputs else nullcontext():
+            main(script_args, training_args, model_args)
     except KeyboardInterrupt:  # Ctrl-C: no traceback, and one line below
         interrupted = True
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)

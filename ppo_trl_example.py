@@ -9,7 +9,8 @@ any, over TRL's defaults; a flag wins (docs/options.md).
 PPO (Schulman et al. 2017; Ziegler et al. 2019): one completion per prompt, scored at its last token, a per-token KL
 penalty kl_coef to a frozen reference, a value model (the policy's transformer under a new `score` head) for GAE's
 advantages, and num_ppo_epochs passes of the clipped surrogate (docs/ppo.md). PPOTrainer does it all, but takes only a
-reward *model*: RewardAdapter below dresses rewards.py's functions up as one.
+reward *model*: RewardAdapter below wraps rewards.py's functions as one, and its docstring follows a reward from the
+functions into PPO's loss.
 
 Copy this file with rewards.py to train your model on your data; copy extras/ too for the held-out evaluation, the
 run's records and plots, DeepSpeed, resuming and one-sentence checks. A run that names neither --config nor a model is
@@ -103,7 +104,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     set_seed(training_args.seed)  # before any weights load: it fixes the value head's, and an added pad token's, start
     if script_args.dataset_name is None:  # TRL's default: a run that names its model names its prompts too
         sys.exit("error: --dataset_name is missing: give a .jsonl, .json, .csv or .parquet file, a folder, or a hub id")
-    training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]  # a,b
+    # --report_to tensorboard,trackio: the list TRL expects
+    training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]
     targets = model_args.lora_target_modules  # TRL passes one name alone to peft as a regex of a whole module path
     if isinstance(targets, str) and targets.isidentifier():
         model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
@@ -141,11 +143,12 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ################
     # The reward functions of rewards.py, as for GRPO, with the dataset's columns as kwargs; or a reward model
     try:
-        reward_funcs = [] if training_args.reward_model_path else get_reward_funcs(
-            script_args.reward_funcs, training_args.response_length, script_args)
-        check_columns(reward_funcs, datasets, script_args.dataset_name)
         if training_args.reward_model_path:
+            reward_funcs = []
             check_reward_model(training_args.reward_model_path, script_args.trust_remote_code)
+        else:
+            reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.response_length, script_args)
+            check_columns(reward_funcs, datasets, script_args.dataset_name)
     except ValueError as err:  # an unknown name, a module that does not import, a reward that could not score
         sys.exit(f"error: {err}")
     names = [f.__name__ for f in reward_funcs] or ["reward_model"]
@@ -157,25 +160,31 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ################
     # Models
     ################
-    model_kwargs = dict(revision=model_args.model_revision, dtype=model_args.dtype, trust_remote_code=script_args.
-                        trust_remote_code, attn_implementation=model_args.attn_implementation)
-    policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs)
+    model_kwargs = dict(dtype=model_args.dtype, trust_remote_code=script_args.trust_remote_code,
+                        attn_implementation=model_args.attn_implementation)
+    revision = model_args.model_revision  # the policy's, and so its reference's and the value model's
+    policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision, **model_kwargs)
     fit_to_tokenizer(policy, tokenizer)
     if script_args.eval_only:
         return extra("ppo", "--eval_only").evaluate_only(policy, tokenizer, eval_dataset, eval_source, reward_funcs,
                                                          script_args, training_args, stop_ids)
     peft_config = get_peft_config(model_args)  # None unless --use_peft
     # The reference: a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead
-    ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, **model_kwargs) if peft_config is None else None
+    ref_policy = None
+    if peft_config is None:
+        ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision, **model_kwargs)
     # The value model: the policy's transformer under a new one-output `score` head (extras/ppo.py says so in a line)
     value_path = script_args.value_model_path or policy_path
     with extras_ppo.new_value_head(value_path) if extras_ppo else nullcontext():
-        value_model = AutoModelForSequenceClassification.from_pretrained(value_path, num_labels=1, **model_kwargs)
-    reward_model = AutoModelForSequenceClassification.from_pretrained(  # it reads the policy's ids, as PPOTrainer's
-        training_args.reward_model_path, num_labels=1, **{k: v for k, v in model_kwargs.items() if k != "revision"}
-    ) if training_args.reward_model_path else None
-    for model in [m for m in (ref_policy, value_model, reward_model) if m is not None]:
-        fit_to_tokenizer(model, tokenizer)
+        value_model = AutoModelForSequenceClassification.from_pretrained(value_path, num_labels=1, revision=revision,
+                                                                         **model_kwargs)
+    reward_model = None
+    if training_args.reward_model_path:  # it reads the policy's token ids, as PPOTrainer feeds them
+        reward_model = AutoModelForSequenceClassification.from_pretrained(training_args.reward_model_path,
+                                                                          num_labels=1, **model_kwargs)
+    for model in (ref_policy, value_model, reward_model):
+        if model is not None:
+            fit_to_tokenizer(model, tokenizer)
     if training_args.activation_checkpointing:  # trl 1.12's PPOTrainer reads the flag but never acts on it
         kwargs = dict(training_args.activation_checkpointing_kwargs or {})
         layers = kwargs.pop("every_n_layers", 1)
@@ -203,10 +212,12 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     )
     if trainer.stop_token_id == tokenizer.eos_token_id:  # every stop token of the model ends a completion, not only
         policy.generation_config.eos_token_id = sorted(stop_ids)  # the tokenizer's eos (Llama 3 and Qwen list several)
-    evaluation = extra("ppo", "--eval_num_samples").evaluation(  # held-out pass@k before and after, sampled as PPO
-        trainer, eval_dataset, eval_source, reward_funcs, script_args) if script_args.eval_num_samples > 0 else None
+    evaluation = None
+    if script_args.eval_num_samples > 0:  # held-out pass@k before and after, sampled as PPOTrainer samples
+        evaluation = extra("ppo", "--eval_num_samples").evaluation(trainer, eval_dataset, eval_source, reward_funcs,
+                                                                    script_args)
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
-        recorder, start = outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
+        start = outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
 
     ################
@@ -215,7 +226,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     policy.generation_config = shipped_generation_config
     trainer.save_model(training_args.output_dir)  # the policy alone, or its LoRA adapter, and the tokenizer
     if outputs:  # summary.json, reward_curve.png, training_curves.png and the closing summary
-        outputs.summarize(trainer, recorder, start, [script_args, training_args, model_args], "PPO",
+        outputs.summarize(trainer, start, [script_args, training_args, model_args], "PPO",
                           evaluation and evaluation.results)
     # Every process waits for the main one to write, then all leave together: an early exit can take the rest down
     trainer.accelerator.wait_for_everyone()
@@ -554,7 +565,9 @@ if __name__ == "__main__":
     script_args, training_args, model_args = cli.parse(parser, REFUSED) if cli else parser.parse_args_and_config()
     interrupted = False
     try:
-        main(script_args, training_args, model_args)
+        # With extras/: no upstream notice that every run would print and that says nothing about it
+        with outputs.quiet() if outputs else nullcontext():
+            main(script_args, training_args, model_args)
     except KeyboardInterrupt:  # Ctrl-C: no traceback, and one line below
         interrupted = True
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)

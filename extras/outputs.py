@@ -1,9 +1,6 @@
 """What a run writes and prints (docs/outputs.md): metrics.jsonl and completions.jsonl at each log, summary.json and
-the plots at the end, a short line per log, the distributed mode, and the no-signal watchdog's warnings.
-
-Importing it silences, each by its exact message, upstream notices that every run would print and that say nothing
-about it: deprecated names that trl 1.12, peft and DeepSpeed call, a one-value variance in PPO's logs, PPOTrainer's
-`generate` arguments, and DeepSpeed's "Setting accelerator to CPU" (accelerate imports DeepSpeed to recognise it).
+the plots at the end, a short line per log, the distributed mode, and the no-signal watchdog's warnings; and, while a
+run lasts (`quiet`), no upstream notice that every run would print and that says nothing about it.
 """
 
 import json
@@ -15,6 +12,7 @@ import sys
 import time
 import warnings
 import weakref
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -23,15 +21,39 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
-for _message in [f"`{name}` is deprecated" for name in ("is_gradient_checkpointing", "gradient_checkpointing_enable",
-                                                        "gradient_checkpointing_disable")] + [
-        rf"`torch\.distributed\.{name}` is deprecated" for name in ("all_gather_into_tensor", "reduce_scatter_tensor")]:
-    warnings.filterwarnings("ignore", message=_message, category=FutureWarning)
-warnings.filterwarnings("ignore", message=r"var\(\): degrees of freedom is <= 0", category=UserWarning)
-for _logger, _pattern in [("DeepSpeed", r"Setting accelerator to CPU\."), ("transformers.generation.utils",
-                          r"Passing `generation_config` together with generation-related arguments=\(\{'(output_"
-                          r"scores|return_dict_in_generate)', '(output_scores|return_dict_in_generate)'\}\)")]:
-    logging.getLogger(_logger).addFilter(lambda record, pattern=_pattern: not re.match(pattern, record.getMessage()))
+# Upstream notices that every run would print and that say nothing about it, silenced by their exact words
+DEPRECATIONS = [  # deprecated names that trl 1.12, peft and DeepSpeed call
+    *[f"`{name}` is deprecated" for name in ("is_gradient_checkpointing", "gradient_checkpointing_enable",
+                                             "gradient_checkpointing_disable")],
+    *[rf"`torch\.distributed\.{name}` is deprecated" for name in ("all_gather_into_tensor", "reduce_scatter_tensor")],
+]
+ONE_VALUE_VARIANCE = r"var\(\): degrees of freedom is <= 0"  # PPOTrainer's val/ratio_var with one minibatch
+LOGGED = {  # logger: the message
+    # accelerate imports DeepSpeed to recognise it, which says it runs on the CPU
+    "DeepSpeed": r"Setting accelerator to CPU\.",
+    # PPOTrainer asks `generate` for its scores beside a generation config
+    "transformers.generation.utils": r"Passing `generation_config` together with generation-related arguments=\(\{'("
+                                     r"output_scores|return_dict_in_generate)', '(output_scores|return_dict_in_"
+                                     r"generate)'\}\)",
+}
+
+
+@contextmanager
+def quiet():
+    """Inside it, the upstream notices above are not printed; outside it, warnings and logging are as they were."""
+    filters = {name: (lambda record, pattern=pattern: not re.match(pattern, record.getMessage()))
+               for name, pattern in LOGGED.items()}
+    with warnings.catch_warnings():
+        for message in DEPRECATIONS:
+            warnings.filterwarnings("ignore", message=message, category=FutureWarning)
+        warnings.filterwarnings("ignore", message=ONE_VALUE_VARIANCE, category=UserWarning)
+        for name, keep in filters.items():
+            logging.getLogger(name).addFilter(keep)
+        try:
+            yield
+        finally:
+            for name, keep in filters.items():
+                logging.getLogger(name).removeFilter(keep)
 
 
 class RunRecorder(TrainerCallback):
@@ -42,7 +64,6 @@ class RunRecorder(TrainerCallback):
     def __init__(self, output_dir: str, samples: Callable[[], list[dict]]):
         self.output_dir = Path(output_dir)
         self.samples = samples
-        self.history = []
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:  # afresh, or up to the checkpoint resumed from
@@ -50,7 +71,6 @@ class RunRecorder(TrainerCallback):
             for name in ("metrics.jsonl", "completions.jsonl"):
                 kept = [r for r in read_jsonl_lenient(self.output_dir / name) if r["step"] <= state.global_step]
                 write_atomic(self.output_dir / name, "".join(json.dumps(r) + "\n" for r in kept))
-                self.history = kept if name == "metrics.jsonl" else self.history
 
     def on_step_end(self, args, state, control, **kwargs):
         control.should_log |= state.global_step >= state.max_steps  # the last step, whatever --logging_steps says
@@ -59,7 +79,6 @@ class RunRecorder(TrainerCallback):
         if not state.is_world_process_zero or not logs or "train_runtime" in logs:
             return
         record = {"step": state.global_step, "wall_time": round(time.time(), 3), **logs}
-        self.history.append(record)
         with open(self.output_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
         if "reward" in logs:  # a training log
@@ -161,12 +180,11 @@ def record(trainer, script_args, beta: float | None = None, samples: Callable[[]
     unless `samples` gives the completions), short logs, and the no-signal watchdog (`beta`: GRPO's KL coefficient).
     Says how the run is spread over processes, and starts the clock."""
     tidy(trainer)
-    recorder = RunRecorder(trainer.args.output_dir, samples or (lambda: grpo_completions(trainer)))
-    trainer.add_callback(recorder)
+    trainer.add_callback(RunRecorder(trainer.args.output_dir, samples or (lambda: grpo_completions(trainer))))
     if script_args.no_signal_patience > 0:
         trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, beta))
     print_distributed_mode(trainer)
-    return recorder, time.perf_counter()  # the clock for summary.json's runtime
+    return time.perf_counter()  # the clock for summary.json's runtime
 
 
 def grpo_completions(trainer) -> list[dict]:
@@ -336,9 +354,10 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
     return [p for p in paths if p.exists()]
 
 
-def summarize(trainer, recorder: RunRecorder, started: float, args: list, title: str, evaluation: dict | None):
-    """summary.json, the plots, and the closing summary printed: the reward's first and last 20%, held-out before ->
-    after where it ran, where everything is. Call it on every process (each one's parameters are gathered)."""
+def summarize(trainer, started: float, args: list, title: str, evaluation: dict | None):
+    """summary.json, the plots, and the closing summary printed, from the trainer's log_history: the reward's first and
+    last 20%, held-out before -> after where it ran, where everything is. Call it on every process (each one's
+    parameters are gathered)."""
     held = held_parameters(trainer)
     runtime = time.perf_counter() - started
     if not trainer.accelerator.is_main_process:
@@ -350,7 +369,8 @@ def summarize(trainer, recorder: RunRecorder, started: float, args: list, title:
     import trl
 
     out = Path(trainer.args.output_dir)
-    history = [h for h in recorder.history if "reward" in h]
+    logs = [h for h in trainer.state.log_history if "train_runtime" not in h]  # each log, with its step
+    history = [h for h in logs if "reward" in h]  # the training logs
     first, last = first_last(history)
     reward_keys = sorted({k for h in history for k in h if k.startswith("rewards/") and k.endswith("/mean")})
     tool_keys = sorted({k for h in history for k in h if k.startswith("tools/")})
@@ -372,7 +392,7 @@ def summarize(trainer, recorder: RunRecorder, started: float, args: list, title:
         **({"held_out_before_after": held_out} if held_out else {}),
     }
     write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
-    plots = plot(recorder.history, reward_keys, out, title, evaluation)
+    plots = plot(logs, reward_keys, out, title, evaluation)
     fmt = lambda value: "-" if value is None else f"{value:.3f}"  # noqa: E731
     lines = [f"\n{title}: {trainer.state.global_step} steps in {runtime:.1f}s ({describe(summary['distributed'])})",
              f"  mean reward, first 20% of logged steps: {first:.3f}",
