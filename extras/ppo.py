@@ -170,11 +170,13 @@ def resume(trainer, checkpoint: str) -> None:
 
         deepspeed_load_checkpoint(trainer.model, checkpoint)
     else:
+        # Trainer._load_from_checkpoint loads full weights, shards or a LoRA adapter into `model`, then reads
+        # trainer.model to tie its weights: so each of the two models stands in as trainer.model while it loads
         wrapped = trainer.model
-        models = trainer.accelerator.unwrap_model(trainer.model)
-        # each model as trainer.model in turn: transformers reads it there after loading (to tie its weights)
-        for trainer.model, folder in [(models.policy, checkpoint), (models.value_model, f"{checkpoint}/value_model")]:
-            trainer._load_from_checkpoint(folder, model=trainer.model)  # full weights, shards or a LoRA adapter
+        models = trainer.accelerator.unwrap_model(wrapped)
+        for model, folder in [(models.policy, checkpoint), (models.value_model, f"{checkpoint}/value_model")]:
+            trainer.model = model
+            trainer._load_from_checkpoint(folder, model=model)
         trainer.model = wrapped
         trainer.optimizer.load_state_dict(torch.load(f"{checkpoint}/optimizer.pt", weights_only=True))
     trainer.lr_scheduler.load_state_dict(torch.load(f"{checkpoint}/scheduler.pt", weights_only=True))
@@ -200,12 +202,16 @@ class Resumed(transformers.TrainerCallback):
         state.episode = self.saved.episode
         state.log_history = self.saved.log_history
         args.num_total_batches -= self.saved.global_step  # the loop's count, read after this callback
-        if args.num_sample_generations > 0:  # asked at every update, shown where the whole run's count says
-            every = self.trainer.sample_generations_freq
-            show = self.trainer.generate_completions
+        if args.num_sample_generations > 0:  # the loop counts updates from 1 again: TRL's sample tables are asked
+            every = self.trainer.sample_generations_freq  # for at every update, and shown where the whole run's
+            show = self.trainer.generate_completions  # count of updates says
+
+            def on_the_whole_runs_count(sampling: bool = False) -> None:
+                if not sampling or (state.global_step - 1) % every == 0:
+                    show(sampling)
+
             self.trainer.sample_generations_freq = 1
-            self.trainer.generate_completions = lambda sampling=False: show(sampling) if not sampling or (
-                state.global_step - 1) % every == 0 else None
+            self.trainer.generate_completions = on_the_whole_runs_count
         self.trainer._load_rng_state(self.checkpoint)
 
     def on_train_end(self, args, state, control, **kwargs):

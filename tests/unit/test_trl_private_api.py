@@ -1,14 +1,33 @@
-"""The few private corners of trl 1.12 / transformers that the scripts rely on, each checked directly, so that an
-upgrade that changes one fails here, loudly and by name, instead of somewhere deep in a training run.
+"""Every private corner of trl 1.12 / transformers that the scripts and extras rely on, each checked directly, so
+that an upgrade that changes one fails here, loudly and by name, instead of somewhere deep in a training run. None
+has a public equivalent in these versions; where one appears, the corner goes.
 
-    GRPOTrainer._logs                 grpo_trl_example.py reads the last generation batch for completions.jsonl,
+GRPO (grpo_trl_example.py, extras/)
+    GRPOTrainer._logs                 outputs.grpo_completions reads the last generation batch for completions.jsonl,
                                       with the columns rewards add through `log_extra` (the tool episodes)
     GRPOTrainer._tokenize_prompts     evaluation.prompt_token_ids copies it, so eval feeds the ids training feeds
-    Trainer._save_checkpoint          ppo_trl_example.py saves the unwrapped policy under DDP through it
+    create_model_card, per instance   outputs.tidy silences it: the trainers write a hub model card at every checkpoint
+
+PPO (ppo_trl_example.py)
+    trl.experimental.utils.get_reward RewardAdapter is a reward model to it (base_model_prefix, score)
+    PPOTrainer.train's batches        PromptWidths wraps self.dataloader and self.eval_dataloader: the loop draws
+                                      from them, and a batch's width is the prompt width get_reward is given
+    PPOTrainer.train's loop           never reads control.should_training_stop (StopWhenAsked raises from a callback's
+                                      on_step_end) and saves with Trainer._save_checkpoint(model, trial)
+    accelerator.print, per instance   silenced: train() prints "===training policy===" through it
     Trainer.is_distributed_loading_by_transformers
                                       read when saving, set only in Trainer.__init__ (which PPOTrainer skips), so
-                                      ppo_trl_example.PPOTrainerWithRewardLogs sets it as a class attribute
-    trl.experimental.utils.get_reward ppo_trl_example.RewardAdapter is a reward model to it (base_model_prefix, score)
+                                      PPOTrainerWithRewardLogs sets it as a class attribute
+
+PPO's extras (extras/ppo.py)
+    ppo_trainer.prepare_deepspeed     adapter_outside_deepspeed swaps the module's global while PPOTrainer.__init__
+                                      runs: DeepSpeed cannot take the reward adapter, which has no weights
+    Trainer._load_from_checkpoint     resume loads the policy and the value model through it, each standing in as
+                                      trainer.model, which it reads after loading (to tie the weights)
+    Trainer._load_rng_state           resume restores each process's RNG states through it
+    generate_completions, per instance, and sample_generations_freq
+                                      a resumed run shows TRL's sample tables where the whole run's count says
+    callback_handler.callbacks        resume puts its callback first, before the run's records read the step
 """
 
 import inspect
@@ -68,14 +87,6 @@ def test_eval_tokenizes_prompts_as_grpo_does(grpo_trainer, prompt):
         assert trained_ids[0] == tokenizer.bos_token_id
 
 
-def test_trainer_save_checkpoint_is_still_the_hook_ppo_saves_through():
-    from transformers import Trainer
-    from trl.experimental.ppo import PPOTrainer
-
-    assert list(inspect.signature(Trainer._save_checkpoint).parameters) == ["self", "model", "trial"]
-    assert "self._save_checkpoint(" in inspect.getsource(PPOTrainer.train)
-
-
 def test_saving_reads_an_attribute_only_trainer_init_sets():
     """PPOTrainer skips Trainer.__init__, which sets is_distributed_loading_by_transformers; saving reads it. If
     Trainer stops reading it, or PPOTrainer starts setting it, the class attribute in ppo_trl_example can go."""
@@ -97,3 +108,78 @@ def test_get_reward_reads_the_backbone_by_base_model_prefix_and_the_score_head()
 
     source = inspect.getsource(get_reward)
     assert "getattr(model, model.base_model_prefix)" in source and "model.score(" in source
+
+
+# ---------------------------------------------------------------- PPO's corners, read in trl 1.12's source
+
+
+def ppo_source(name: str) -> str:
+    from trl.experimental.ppo import PPOTrainer
+
+    return inspect.getsource(getattr(PPOTrainer, name))
+
+
+def test_ppo_draws_batches_from_its_dataloaders_and_scores_with_the_batch_width():
+    """PromptWidths: the loop draws each rollout from self.dataloader (read when train() starts), the sample tables
+    from self.eval_dataloader, and each hands get_reward the batch's width as the prompt width."""
+    train, tables = ppo_source("train"), ppo_source("generate_completions")
+    assert "dataloader = self.dataloader" in train and "yield from dataloader" in train
+    assert "context_length = queries.shape[1]" in train
+    assert "for batch in self.eval_dataloader:" in tables and "context_length = query.shape[1]" in tables
+    for source in (train, tables):
+        assert "reward_model, postprocessed_query_response, processing_class.pad_token_id, context_length" in source
+
+
+def test_ppo_loop_never_reads_should_training_stop_and_saves_through_save_checkpoint():
+    """StopWhenAsked raises from on_step_end, after which the loop would save: PPOTrainerWithRewardLogs.train saves
+    through the same Trainer._save_checkpoint. If the loop learns to stop, the callback can go."""
+    from transformers import Trainer
+
+    train = ppo_source("train")
+    assert "should_training_stop" not in train
+    step_end = train.index("self.callback_handler.on_step_end(")
+    assert train.index("self._save_checkpoint(model, trial=None)", step_end) > step_end
+    assert list(inspect.signature(Trainer._save_checkpoint).parameters) == ["self", "model", "trial"]
+
+
+def test_ppo_prints_its_one_line_through_accelerator_print():
+    assert 'accelerator.print("===training policy===")' in ppo_source("train")
+
+
+def test_ppo_prepares_the_reward_model_for_deepspeed_through_the_module_global():
+    """adapter_outside_deepspeed swaps trl.experimental.ppo.ppo_trainer.prepare_deepspeed: PPOTrainer.__init__ must
+    look it up there, at call time."""
+    import trl.experimental.ppo.ppo_trainer as ppo_trainer
+
+    assert callable(ppo_trainer.prepare_deepspeed)
+    assert "self.reward_model = prepare_deepspeed(self.reward_model, accelerator)" in ppo_source("__init__")
+
+
+def test_resume_loads_through_trainer_load_from_checkpoint_which_reads_trainer_model():
+    from transformers import Trainer
+
+    assert list(inspect.signature(Trainer._load_from_checkpoint).parameters) == ["self", "resume_from_checkpoint",
+                                                                                 "model"]
+    assert "self.model._keys_to_ignore_on_save" in inspect.getsource(Trainer._issue_warnings_after_load)
+    assert list(inspect.signature(Trainer._load_rng_state).parameters) == ["self", "checkpoint"]
+
+
+def test_resume_shows_sample_tables_through_generate_completions_and_its_frequency():
+    """extras/ppo.Resumed sets sample_generations_freq to 1 and filters generate_completions by the whole run's step."""
+    train = ppo_source("train")
+    assert "(update - 1) % self.sample_generations_freq == 0" in train
+    assert "self.generate_completions(sampling=True)" in train
+
+
+def test_trainers_write_a_model_card_at_each_checkpoint_through_create_model_card():
+    """outputs.tidy replaces create_model_card on the trainer: both trainers call it by that name when saving."""
+    from trl import GRPOTrainer
+
+    assert "self.create_model_card(" in ppo_source("_save_checkpoint")
+    assert "self.create_model_card(" in inspect.getsource(GRPOTrainer)
+
+
+def test_resume_puts_its_callback_first_in_the_handlers_list():
+    from transformers.trainer_callback import CallbackHandler
+
+    assert "self.callbacks = []" in inspect.getsource(CallbackHandler.__init__)
