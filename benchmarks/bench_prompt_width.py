@@ -1,0 +1,121 @@
+"""What one long prompt in a dataset costs PPO: before issue 47 the script left-padded every prompt to the dataset's
+longest, so one outlier widened every rollout; now PPOTrainer's collator pads each batch to its own longest.
+
+Runs ppo_trl_example.py as it is and as it was at --before (a git revision), on the bundled addition prompts alone and
+with one long prompt added, with the same settings, one run after another, and prints each run's wall time and the
+time of the outlier runs against the plain ones; with the machine's fp32 matmul rate, measured at the start.
+The width each rollout's prompts take is computed from the dataset for both ways of padding (the mean over random
+batches of the run's size, as PPOTrainer's shuffled dataloader draws them).
+
+    python benchmarks/bench_prompt_width.py                   # 4 runs of the tiny model, ~4 min on 2 cores
+    python benchmarks/bench_prompt_width.py --model smollm2   # SmolLM2's chat recipe, cut short: ~15 min
+"""
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import OUTPUTS, REPO, machine, matmul_gflops
+
+BEFORE = "7700543"  # the last commit that padded every prompt to the dataset's longest
+MODELS = {  # name: (the script's flags, the outlier's repeated text, how many times)
+    "tiny": (["--config", "recipes/tiny/ppo.yaml", "--per_device_train_batch_size", "8", "--total_episodes", "640",
+              "--eval_num_samples", "0"], "1+1=", 12),
+    "smollm2": (["--config", "recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition.yaml", "--total_episodes", "64",
+                 "--eval_num_samples", "0"], "Take your time and answer in one number. ", 40),
+}
+
+
+def dataset_with_outlier(source: Path, out: Path, text: str, times: int) -> None:
+    """`source`'s splits, the train split with one more prompt: `text` repeated `times` times, then a sum."""
+    out.mkdir(parents=True, exist_ok=True)
+    for split in source.glob("*.jsonl"):
+        shutil.copy(split, out / split.name)
+    rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    first = rows[0]
+    prompt = first["prompt"]
+    if isinstance(prompt, list):  # a conversation: the outlier is its last message, made long
+        long = [*prompt[:-1], {**prompt[-1], "content": text * times + prompt[-1]["content"]}]
+    else:
+        long = text * times + prompt
+    rows.append({**first, "prompt": long})
+    (out / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def mean_widths(script_flags: list[str], dataset: Path, batch: int, draws: int = 10000) -> tuple[float, float]:
+    """The prompt width of a rollout: the dataset's longest (padded to it) and the mean of a batch's longest."""
+    sys.path.insert(0, str(REPO))
+    import yaml
+    from transformers import AutoTokenizer
+
+    from ppo_trl_example import prompt_ids
+
+    recipe = yaml.safe_load((REPO / script_flags[script_flags.index("--config") + 1]).read_text())
+    tokenizer = AutoTokenizer.from_pretrained(REPO / recipe["model_name_or_path"])
+    rows = [json.loads(line) for line in (dataset / "train.jsonl").read_text().splitlines()]
+    lengths = [len(prompt_ids(tokenizer, row["prompt"])) for row in rows]
+    rng = random.Random(0)
+    per_batch = [max(rng.sample(lengths, batch)) for _ in range(draws)]
+    return max(lengths), sum(per_batch) / draws
+
+
+def timed(script: Path, flags: list[str], dataset: Path, out: Path) -> float:
+    """The run's wall time, in seconds."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(script), *flags, "--dataset_name", str(dataset), "--output_dir",
+                           str(out)], cwd=REPO, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"{script} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=MODELS, default="tiny")
+    parser.add_argument("--before", default=BEFORE, help="The git revision of the script to compare with.")
+    args = parser.parse_args()
+    flags, text, times = MODELS[args.model]
+    work = REPO / OUTPUTS / "prompt_width" / args.model
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+
+    # The script as it was, beside today's rewards.py and extras/ (their interfaces did not change)
+    old = work / "before"
+    old.mkdir()
+    source = subprocess.run(["git", "show", f"{args.before}:ppo_trl_example.py"], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout
+    (old / "ppo_trl_example.py").write_text(source)
+    for name in ("rewards.py", "extras"):
+        (old / name).symlink_to(REPO / name)
+
+    import yaml
+
+    recipe = yaml.safe_load((REPO / flags[flags.index("--config") + 1]).read_text())
+    plain = REPO / recipe["dataset_name"]
+    outlier = work / "with_outlier"
+    dataset_with_outlier(plain, outlier, text, times)
+    batch = int(flags[flags.index("--per_device_train_batch_size") + 1]) if "--per_device_train_batch_size" in flags \
+        else recipe["per_device_train_batch_size"] * recipe.get("gradient_accumulation_steps", 1)
+
+    print(f"{machine()}; fp32 matmul {matmul_gflops():.0f} GFLOP/s")
+    for name, dataset in [("plain", plain), ("one long prompt", outlier)]:
+        longest, per_batch = mean_widths(flags, dataset, batch)
+        print(f"{name}: prompt width of a rollout of {batch}: dataset's longest {longest}, batch's longest "
+              f"{per_batch:.1f} on average")
+    times_s = {}
+    for version, script in [("before", old / "ppo_trl_example.py"), ("after", REPO / "ppo_trl_example.py")]:
+        for name, dataset in [("plain", plain), ("one long prompt", outlier)]:
+            times_s[version, name] = timed(script, flags, dataset, work / f"{version}-{name.replace(' ', '_')}")
+            print(f"{version:6s} {name:16s} {times_s[version, name]:6.1f} s", flush=True)
+    for version in ("before", "after"):
+        ratio = times_s[version, "one long prompt"] / times_s[version, "plain"]
+        print(f"{version}: with the long prompt / plain = {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
