@@ -42,8 +42,8 @@ from datasets import load_dataset
 from transformers import AutoConfig, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import find_adapter_config_file
-from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config
-from trl import get_quantization_config
+from trl import (GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config,
+                 get_quantization_config)
 
 from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
 
@@ -220,14 +220,20 @@ def load_prompts(args: GRPOScriptArguments):
         except ConnectionError as err:  # neither here nor reachable on the hub (offline, or no network)
             sys.exit(f"error: --dataset_name {args.dataset_name}: no such file or folder here, and a hub dataset "
                      f"id needs the hub ({err})")
+    # --dataset_prompt_column and --dataset_answer_column: the named column becomes `prompt` or `answer`
     for flag, name in [("dataset_prompt_column", "prompt"), ("dataset_answer_column", "answer")]:
+        column = getattr(args, flag)
+        if column in (None, name):
+            continue
         for i, split in enumerate(splits):
-            if (column := getattr(args, flag)) in (None, name) or split is None:
+            if split is None:
                 continue
             if column not in split.column_names:
                 sys.exit(f"error: --{flag} {column}: no such column in {args.dataset_name}; its columns are: "
                          f"{', '.join(split.column_names)}")
-            splits[i] = split.remove_columns([c for c in [name] if c in split.column_names]).rename_column(column, name)
+            if name in split.column_names:  # the column it replaces
+                split = split.remove_columns([name])
+            splits[i] = split.rename_column(column, name)
     for split in splits:
         if split is not None and "prompt" not in split.column_names:
             sys.exit(f"error: --dataset_name {args.dataset_name} has no `prompt` column; its columns are: "

@@ -321,12 +321,12 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
     """PPOTrainer with the reward adapter's logs (`reward` and `rewards/<name>/mean`, as GRPOTrainer logs them), and
     what trl 1.12's PPOTrainer lacks: saving under DDP and DeepSpeed, resuming, and stopping when a callback asks."""
 
-    latest_records: list[dict] = []
     is_distributed_loading_by_transformers = False  # read when saving; set by Trainer.__init__, which it skips
 
     def __init__(self, args: PPOConfig, **kwargs):
         with extra("ppo", "DeepSpeed").adapter_outside_deepspeed() if args.deepspeed_plugin else nullcontext():
             super().__init__(args=args, **kwargs)
+        self.latest_records = []  # the last update's completions and their rewards, for completions.jsonl
         self.dataloader = PromptWidths(self.dataloader, self.reward_model)
         self.eval_dataloader = PromptWidths(self.eval_dataloader, self.reward_model)
         # PPOTrainer reads `policy` and `config` on self.model, which under DDP is torch's wrapper around them; set on
@@ -403,14 +403,20 @@ def load_prompts(args: PPOScriptArguments):
         except ConnectionError as err:  # neither here nor reachable on the hub (offline, or no network)
             sys.exit(f"error: --dataset_name {args.dataset_name}: no such file or folder here, and a hub dataset "
                      f"id needs the hub ({err})")
+    # --dataset_prompt_column and --dataset_answer_column: the named column becomes `prompt` or `answer`
     for flag, name in [("dataset_prompt_column", "prompt"), ("dataset_answer_column", "answer")]:
+        column = getattr(args, flag)
+        if column in (None, name):
+            continue
         for i, split in enumerate(splits):
-            if (column := getattr(args, flag)) in (None, name) or split is None:
+            if split is None:
                 continue
             if column not in split.column_names:
                 sys.exit(f"error: --{flag} {column}: no such column in {args.dataset_name}; its columns are: "
                          f"{', '.join(split.column_names)}")
-            splits[i] = split.remove_columns([c for c in [name] if c in split.column_names]).rename_column(column, name)
+            if name in split.column_names:  # the column it replaces
+                split = split.remove_columns([name])
+            splits[i] = split.rename_column(column, name)
     for split in splits:
         if split is not None and "prompt" not in split.column_names:
             sys.exit(f"error: --dataset_name {args.dataset_name} has no `prompt` column; its columns are: "
