@@ -8,13 +8,15 @@ The width each rollout's prompts take is computed from the dataset for both ways
 batches of the run's size, as PPOTrainer's shuffled dataloader draws them).
 
     python benchmarks/bench_prompt_width.py                   # 4 runs of the tiny model, ~4 min on 2 cores
-    python benchmarks/bench_prompt_width.py --model smollm2   # SmolLM2's chat recipe, cut short: ~15 min
+    python benchmarks/bench_prompt_width.py --model smollm2   # SmolLM2's chat recipe, 10 updates: ~55 min
+    python benchmarks/bench_prompt_width.py --model smollm2 --versions after   # today's script alone: ~12 min
 """
 
 import argparse
 import json
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -26,7 +28,7 @@ BEFORE = "7700543"  # the last commit that padded every prompt to the dataset's 
 MODELS = {  # name: (the script's flags, the outlier's repeated text, how many times)
     "tiny": (["--config", "recipes/tiny/ppo.yaml", "--per_device_train_batch_size", "8", "--total_episodes", "640",
               "--eval_num_samples", "0"], "1+1=", 12),
-    "smollm2": (["--config", "recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition.yaml", "--total_episodes", "64",
+    "smollm2": (["--config", "recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition.yaml", "--total_episodes", "160",
                  "--eval_num_samples", "0"], "Take your time and answer in one number. ", 40),
 }
 
@@ -57,8 +59,12 @@ def mean_widths(script_flags: list[str], dataset: Path, batch: int, draws: int =
 
     recipe = yaml.safe_load((REPO / script_flags[script_flags.index("--config") + 1]).read_text())
     tokenizer = AutoTokenizer.from_pretrained(REPO / recipe["model_name_or_path"])
-    rows = [json.loads(line) for line in (dataset / "train.jsonl").read_text().splitlines()]
-    lengths = [len(prompt_ids(tokenizer, row["prompt"])) for row in rows]
+    prompts = [json.loads(line)["prompt"] for line in (dataset / "train.jsonl").read_text().splitlines()]
+    if recipe.get("system_prompt"):  # as the script's load_prompts puts it in
+        system = {"role": "system", "content": recipe["system_prompt"]}
+        prompts = [[system] + [m for m in (p if isinstance(p, list) else [{"role": "user", "content": p}])
+                               if m["role"] != "system"] for p in prompts]
+    lengths = [len(prompt_ids(tokenizer, prompt)) for prompt in prompts]
     rng = random.Random(0)
     per_batch = [max(rng.sample(lengths, batch)) for _ in range(draws)]
     return max(lengths), sum(per_batch) / draws
@@ -74,24 +80,29 @@ def timed(script: Path, flags: list[str], dataset: Path, out: Path) -> float:
     return time.perf_counter() - start
 
 
+def update_s(out: Path) -> float:
+    """The median seconds from one update's log to the next (metrics.jsonl's wall_time)."""
+    times = [json.loads(line)["wall_time"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return statistics.median(b - a for a, b in zip(times, times[1:]))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=MODELS, default="tiny")
     parser.add_argument("--before", default=BEFORE, help="The git revision of the script to compare with.")
+    parser.add_argument("--versions", nargs="+", choices=["before", "after"], default=["before", "after"])
     args = parser.parse_args()
     flags, text, times = MODELS[args.model]
     work = REPO / OUTPUTS / "prompt_width" / args.model
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    shutil.rmtree(work / "before", ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
 
-    # The script as it was, beside today's rewards.py and extras/ (their interfaces did not change)
+    # The script as it was, with its rewards.py and extras/
     old = work / "before"
     old.mkdir()
-    source = subprocess.run(["git", "show", f"{args.before}:ppo_trl_example.py"], cwd=REPO, capture_output=True,
-                            text=True, check=True).stdout
-    (old / "ppo_trl_example.py").write_text(source)
-    for name in ("rewards.py", "extras"):
-        (old / name).symlink_to(REPO / name)
+    archive = subprocess.run(["git", "archive", args.before, "ppo_trl_example.py", "rewards.py", "extras"], cwd=REPO,
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
 
     import yaml
 
@@ -99,8 +110,9 @@ def main():
     plain = REPO / recipe["dataset_name"]
     outlier = work / "with_outlier"
     dataset_with_outlier(plain, outlier, text, times)
-    batch = int(flags[flags.index("--per_device_train_batch_size") + 1]) if "--per_device_train_batch_size" in flags \
-        else recipe["per_device_train_batch_size"] * recipe.get("gradient_accumulation_steps", 1)
+    batch = recipe["per_device_train_batch_size"] * recipe.get("gradient_accumulation_steps", 1)
+    if "--per_device_train_batch_size" in flags:
+        batch = int(flags[flags.index("--per_device_train_batch_size") + 1])
 
     print(f"{machine()}; fp32 matmul {matmul_gflops():.0f} GFLOP/s")
     for name, dataset in [("plain", plain), ("one long prompt", outlier)]:
@@ -108,13 +120,19 @@ def main():
         print(f"{name}: prompt width of a rollout of {batch}: dataset's longest {longest}, batch's longest "
               f"{per_batch:.1f} on average")
     times_s = {}
-    for version, script in [("before", old / "ppo_trl_example.py"), ("after", REPO / "ppo_trl_example.py")]:
+    scripts = {"before": old / "ppo_trl_example.py", "after": REPO / "ppo_trl_example.py"}
+    for version in args.versions:
+        script = scripts[version]
         for name, dataset in [("plain", plain), ("one long prompt", outlier)]:
-            times_s[version, name] = timed(script, flags, dataset, work / f"{version}-{name.replace(' ', '_')}")
-            print(f"{version:6s} {name:16s} {times_s[version, name]:6.1f} s", flush=True)
-    for version in ("before", "after"):
+            out = work / f"{version}-{name.replace(' ', '_')}"
+            shutil.rmtree(out, ignore_errors=True)
+            wall = timed(script, flags, dataset, out)
+            times_s[version, name] = update_s(out)
+            print(f"{version:6s} {name:16s} {wall:6.1f} s in all, {times_s[version, name]:6.1f} s an update (median)",
+                  flush=True)
+    for version in args.versions:
         ratio = times_s[version, "one long prompt"] / times_s[version, "plain"]
-        print(f"{version}: with the long prompt / plain = {ratio:.2f}")
+        print(f"{version}: an update with the long prompt in the data / without = {ratio:.2f}")
 
 
 if __name__ == "__main__":
