@@ -202,9 +202,11 @@ class Resumed(transformers.TrainerCallback):
         state.episode = self.saved.episode
         state.log_history = self.saved.log_history
         args.num_total_batches -= self.saved.global_step  # the loop's count, read after this callback
-        if args.num_sample_generations > 0:  # the loop counts updates from 1 again: TRL's sample tables are asked
-            every = self.trainer.sample_generations_freq  # for at every update, and shown where the whole run's
-            show = self.trainer.generate_completions  # count of updates says
+        # The loop counts updates from 1 again: TRL's sample tables are asked for at every update, and shown at the
+        # updates where the whole run's count says
+        if args.num_sample_generations > 0:
+            every = self.trainer.sample_generations_freq
+            show = self.trainer.generate_completions
 
             def on_the_whole_runs_count(sampling: bool = False) -> None:
                 if not sampling or (state.global_step - 1) % every == 0:
