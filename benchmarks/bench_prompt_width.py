@@ -7,7 +7,7 @@ time of the outlier runs against the plain ones; with the machine's fp32 matmul 
 The width each rollout's prompts take is computed from the dataset for both ways of padding (the mean over random
 batches of the run's size, as PPOTrainer's shuffled dataloader draws them).
 
-    python benchmarks/bench_prompt_width.py                   # 4 runs of the tiny model, ~4 min on 2 cores
+    python benchmarks/bench_prompt_width.py                   # 4 runs of the tiny model, ~10 min on 2 cores
     python benchmarks/bench_prompt_width.py --model smollm2   # SmolLM2's chat recipe, 10 updates: ~55 min
     python benchmarks/bench_prompt_width.py --model smollm2 --versions after   # today's script alone: ~12 min
 """
@@ -50,24 +50,25 @@ def dataset_with_outlier(source: Path, out: Path, text: str, times: int) -> None
 
 
 def mean_widths(script_flags: list[str], dataset: Path, batch: int, draws: int = 10000) -> tuple[float, float]:
-    """The prompt width of a rollout: the dataset's longest (padded to it) and the mean of a batch's longest."""
+    """The prompt width of a rollout, from the prompts as the script loads them (its load_prompts and prompt_ids):
+    the longest in train and test together, as the script padded before, and the mean of a train batch's longest."""
     sys.path.insert(0, str(REPO))
     import yaml
     from transformers import AutoTokenizer
 
-    from ppo_trl_example import prompt_ids
+    from ppo_trl_example import PPOScriptArguments, load_prompts, prompt_ids
 
     recipe = yaml.safe_load((REPO / script_flags[script_flags.index("--config") + 1]).read_text())
     tokenizer = AutoTokenizer.from_pretrained(REPO / recipe["model_name_or_path"])
-    prompts = [json.loads(line)["prompt"] for line in (dataset / "train.jsonl").read_text().splitlines()]
-    if recipe.get("system_prompt"):  # as the script's load_prompts puts it in
-        system = {"role": "system", "content": recipe["system_prompt"]}
-        prompts = [[system] + [m for m in (p if isinstance(p, list) else [{"role": "user", "content": p}])
-                               if m["role"] != "system"] for p in prompts]
-    lengths = [len(prompt_ids(tokenizer, prompt)) for prompt in prompts]
+    args = PPOScriptArguments(dataset_name=str(dataset), system_prompt=recipe.get("system_prompt"),
+                              dataset_train_split=recipe.get("dataset_train_split", "train"),
+                              dataset_test_split=recipe.get("dataset_test_split", "test"))
+    train, test = load_prompts(args)
+    lengths = [len(prompt_ids(tokenizer, prompt)) for prompt in train["prompt"]]
+    longest = max(lengths + [len(prompt_ids(tokenizer, prompt)) for prompt in (test["prompt"] if test else [])])
     rng = random.Random(0)
     per_batch = [max(rng.sample(lengths, batch)) for _ in range(draws)]
-    return max(lengths), sum(per_batch) / draws
+    return longest, sum(per_batch) / draws
 
 
 def timed(script: Path, flags: list[str], dataset: Path, out: Path) -> float:
