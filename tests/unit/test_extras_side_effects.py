@@ -2,6 +2,7 @@
 The scripts' own quieting of upstream notices (extras/outputs.quiet) lasts only while a run does."""
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ EXTRAS = sorted(p.stem for p in (REPO / "extras").glob("*.py") if p.stem != "__i
 # then the process's warnings, logging, environment and sys.path are described before and after importing the extra.
 PROBE = """
 import json, logging, os, sys, warnings
+from contextlib import nullcontext
 import accelerate, datasets, matplotlib, peft, torch, transformers, trl
 from transformers import GenerationConfig, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
@@ -51,7 +53,7 @@ def test_importing_an_extra_changes_nothing_outside_it(name):
     assert seen["after"]["environ"] == seen["before"]["environ"]
     assert seen["after"]["sys.path"] == seen["before"]["sys.path"]
     # a logger the import made (logging.getLogger(__name__)) has no setting of its own
-    assert all(value[:4] == [logging_notset(), "[]", "[]", True] for value in seen["new_loggers"].values())
+    assert all(value[:4] == [logging.NOTSET, "[]", "[]", True] for value in seen["new_loggers"].values())
 
 
 def test_a_run_quiets_upstream_notices_only_while_it_lasts():
@@ -67,7 +69,7 @@ logging.getLogger("DeepSpeed").addHandler(handler)
 def notices():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with outputs.quiet() if quieted else open(os.devnull):
+        with outputs.quiet() if quieted else nullcontext():
             warnings.warn("`is_gradient_checkpointing` is deprecated", FutureWarning)
             logging.getLogger("DeepSpeed").warning("Setting accelerator to CPU.")
     return [str(w.message) for w in caught] + shown
@@ -80,8 +82,3 @@ logging.getLogger("DeepSpeed").removeHandler(handler)
     assert seen["after"]["warnings"] == seen["before"]["warnings"]
     assert seen["after"]["loggers"] == seen["before"]["loggers"]
 
-
-def logging_notset() -> int:
-    import logging
-
-    return logging.NOTSET
