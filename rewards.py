@@ -41,6 +41,7 @@ REWARDS: dict[str, Callable] = {
         cosine_reward, max_len=max_len, wrong=(args.cosine_max_value_wrong, args.cosine_min_value_wrong),
         correct=(args.cosine_min_value_correct, args.cosine_max_value_correct)),
     "code": lambda args, max_len: functools.partial(code_reward, limits=code_limits(args.code_timeout)),
+    "sentiment": lambda args, max_len: sentiment_reward,
 }
 
 
@@ -50,6 +51,9 @@ class RewardArguments:
 
     reward_funcs: list[str] = field(default_factory=lambda: ["accuracy"], metadata={
         "help": f"Rewards: {', '.join(REWARDS)}, or a dotted path module.function to your own."})
+    eval_reward_funcs: list[str] = field(default_factory=list, metadata={
+        "help": "Rewards the held-out evaluation reports beside the training ones, never trained on: a true reward "
+                "beside a learned reward model (docs/evaluation.md)."})
     overlong_buffer: float = field(default=0.25, metadata={"help": "overlong: the last part of the budget penalised."})
     repetition_ngram_size: int = field(default=3, metadata={"help": "repetition: the n-gram size in tokens."})
     repetition_max_penalty: float = field(default=-1.0, metadata={"help": "repetition: one n-gram repeated gets it."})
@@ -284,6 +288,24 @@ def code_reward(completions, tests=None, limits=None, **kwargs) -> list[float | 
     for (i, _), score in zip(rows, scores, strict=True):
         rewards[i] = score
     return rewards
+
+
+def sentiment_reward(completions, **kwargs) -> list[float]:
+    """VADER's compound sentiment of each completion, from -1 (most negative) to 1 (most positive): a lexicon of
+    7,500 scored words and rules for negation, intensifiers and "but" (Hutto & Gilbert 2014, PyPI vadersentiment),
+    so it needs no model and no network.
+
+    >>> sentiment_reward(["What a wonderful, happy day!", "It was awful.", "It is a chair."])
+    [0.8268, -0.4588, 0.0]
+    """
+    return [_vader().polarity_scores(completion_text(completion))["compound"] for completion in completions]
+
+
+@functools.cache
+def _vader():
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer  # imported when used, like the sandbox
+
+    return SentimentIntensityAnalyzer()  # reads its lexicon once
 
 
 def code_limits(timeout: float):

@@ -1,4 +1,6 @@
 import pickle
+import subprocess
+import sys
 import threading
 from decimal import Decimal
 from fractions import Fraction
@@ -6,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from conftest import REPO
 
 from rewards import (
     REWARDS,
@@ -34,6 +37,7 @@ PROBES = {
     # wrong, and padded to the probe's whole budget (64 tokens) to soften its penalty: still below 0
     "cosine": ("<answer>8</answer>" + " ok" * 60, {"answer": ["7"], "completion_ids": [[1] * 64]}, 0.0),
     "code": ("import sys\nsys.exit(0)", {"tests": ["assert add(1, 2) == 3"]}, 1.0),  # exits before the asserts
+    "sentiment": ("It was not good, not great and not fun at all.", {}, 0.0),  # praise words, each negated
 }
 
 
@@ -634,3 +638,24 @@ def test_a_relation_equals_its_interval_both_ways(fmt, answer, gold, written):
 ])
 def test_a_relation_and_a_different_interval_are_not_equal(fmt, text, gold):
     assert accuracy_reward(fmt([text]), answer=[gold]) == [0.0]
+
+
+SENTENCES = ["What a wonderful, happy day!", "It was awful.", "It is a chair.", "The plot was slow, but the ending was "
+             "lovely.", "NOT BAD AT ALL!!! :)", "I hated it, and the staff were rude.", ""]
+
+
+def test_sentiment_is_vaders_compound_score(fmt):
+    """`sentiment` gives what VADER itself gives each text, in either completion format."""
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    [sentiment] = get_reward_funcs(["sentiment"], max_completion_length=8)
+    analyzer = SentimentIntensityAnalyzer()
+    assert sentiment(fmt(SENTENCES)) == [analyzer.polarity_scores(text)["compound"] for text in SENTENCES]
+    assert sentiment(SENTENCES)[:2] == [0.8268, -0.4588]  # and VADER is what we think it is
+
+
+def test_sentiment_imports_vader_only_when_it_scores():
+    code = ("import sys, rewards; [f] = rewards.get_reward_funcs(['sentiment'], 8); before = 'vaderSentiment' in "
+            "sys.modules; f(['good']); print(before, 'vaderSentiment' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True"]
