@@ -135,7 +135,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # (a path each) score prompt + completion as text. The total reward is their weighted sum (--reward_weights).
     try:
         reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.max_completion_length, script_args)
-        check_columns(reward_funcs, [train_dataset, eval_dataset], script_args.dataset_name)
+        eval_reward_funcs = get_reward_funcs(script_args.eval_reward_funcs, training_args.max_completion_length,
+                                             script_args)
+        check_columns(reward_funcs + eval_reward_funcs, [train_dataset, eval_dataset], script_args.dataset_name)
         for path in script_args.reward_model_name_or_path:
             check_reward_model(path, training_args.trust_remote_code)
     except ValueError as err:  # an unknown name, a module that does not import, a reward that could not score
@@ -182,7 +184,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     evaluation = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
         evaluation = extra("evaluation", "--eval_num_samples").for_grpo(trainer, eval_dataset, eval_source,
-                                                                         reward_funcs, script_args)
+                                                                         reward_funcs + eval_reward_funcs, script_args)
         trainer.add_callback(evaluation)
         if script_args.eval_only:
             evaluation.evaluate_only(trainer.state.global_step)

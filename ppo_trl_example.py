@@ -149,6 +149,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         else:
             reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.response_length, script_args)
             check_columns(reward_funcs, datasets, script_args.dataset_name)
+        eval_reward_funcs = get_reward_funcs(script_args.eval_reward_funcs, training_args.response_length, script_args)
+        check_columns(eval_reward_funcs, datasets, script_args.dataset_name)
     except ValueError as err:  # an unknown name, a module that does not import, a reward that could not score
         sys.exit(f"error: {err}")
     names = [f.__name__ for f in reward_funcs] or ["reward_model"]
@@ -166,8 +168,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision, **model_kwargs)
     fit_to_tokenizer(policy, tokenizer)
     if script_args.eval_only:
-        return extra("ppo", "--eval_only").evaluate_only(policy, tokenizer, eval_dataset, eval_source, reward_funcs,
-                                                         script_args, training_args, stop_ids)
+        return extra("ppo", "--eval_only").evaluate_only(policy, tokenizer, eval_dataset, eval_source,
+                                                         reward_funcs + eval_reward_funcs, script_args, training_args,
+                                                         stop_ids)
     peft_config = get_peft_config(model_args)  # None unless --use_peft
     # The reference: a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead
     ref_policy = None
@@ -214,8 +217,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         policy.generation_config.eos_token_id = sorted(stop_ids)  # the tokenizer's eos (Llama 3 and Qwen list several)
     evaluation = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after, sampled as PPOTrainer samples
-        evaluation = extra("ppo", "--eval_num_samples").evaluation(trainer, eval_dataset, eval_source, reward_funcs,
-                                                                    script_args)
+        evaluation = extra("ppo", "--eval_num_samples").evaluation(trainer, eval_dataset, eval_source,
+                                                                    reward_funcs + eval_reward_funcs, script_args)
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
         start = outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)

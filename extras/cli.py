@@ -252,6 +252,9 @@ def check(script_args, training_args, model_args) -> None:
     if script_args.eval_only and script_args.eval_num_samples < 1:
         sys.exit("error: --eval_only evaluates --eval_num_samples K samples (and one greedy) per held-out prompt: set "
                  "K to 1 or more (the SmolLM2 recipes set 2)")
+    if script_args.eval_reward_funcs and script_args.eval_num_samples < 1:
+        sys.exit(f"error: --eval_reward_funcs {' '.join(script_args.eval_reward_funcs)} are scored only by the "
+                 "held-out evaluation, which is off: set --eval_num_samples K (the SmolLM2 recipes set 2)")
     if script_args.eval_num_samples > 0 and script_args.eval_max_prompts < 1:
         sys.exit(f"error: --eval_max_prompts {script_args.eval_max_prompts} leaves no prompt to evaluate: set it to 1 "
                  "or more, or turn the evaluation off with --eval_num_samples 0")

@@ -1,13 +1,15 @@
 """Held-out evaluation before and after training (--eval_num_samples K), as docs/evaluation.md describes: K samples
 per prompt drawn as training draws them (its GenerationConfig, stop tokens and prompt ids) plus one greedy, on each
-process's slice, scored by the training rewards: pass@1, pass@K, maj@K and greedy accuracy for a correctness reward
-(`rewards.reads`), means for the others."""
+process's slice, scored by the training rewards and --eval_reward_funcs: pass@1, pass@K, maj@K and greedy accuracy
+for a correctness reward (`rewards.reads`), means for the others; and, where the trainer holds a reference, the
+sampled completions' KL to it."""
 
 import copy
 import json
 import math
 import time
 from collections import Counter
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -91,6 +93,47 @@ def score(reward_func, rows: dict[str, list], texts: list[list[str]], ids: list[
     return [list(rewards[i:i + k]) for i in range(0, len(rewards), k)]
 
 
+@torch.no_grad()
+def log_probs(model, prompt_ids: list[list[int]], completion_ids: list[list[list[int]]], temperature: float,
+              batch_size: int = 16) -> list[list[float]]:
+    """Each completion's log-probability under `model` after its prompt, at the sampling temperature (as the trainers
+    compute their KL), summed over its tokens: [prompt][sample]. Left-padded, so that only the completions' logits
+    are made."""
+    device = next(model.parameters()).device
+    rows = [(p, c) for p, cs in zip(prompt_ids, completion_ids, strict=True) for c in cs]
+    values = []
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start:start + batch_size]
+        width = max(len(p) + len(c) for p, c in batch)
+        tail = max(len(c) for _, c in batch)
+        ids = torch.tensor([[0] * (width - len(p) - len(c)) + p + c for p, c in batch], device=device)
+        mask = torch.tensor([[0] * (width - len(p) - len(c)) + [1] * (len(p) + len(c)) for p, c in batch],
+                            device=device)
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                       logits_to_keep=tail + 1).logits[:, :-1].float() / temperature
+        logps = logits.log_softmax(-1).gather(-1, ids[:, -tail:, None])[..., 0]
+        values += [logps[i, tail - len(c):].sum().item() for i, (_, c) in enumerate(batch)]
+    k = len(completion_ids[0])
+    return [values[i:i + k] for i in range(0, len(values), k)]
+
+
+def reference_of(ref_model):
+    """`reference` for BeforeAfterEval: `reference(policy)` yields the trainer's frozen reference model, or, where it
+    holds none because the policy is a LoRA adapter, the policy with its adapter disabled; else None."""
+
+    @contextmanager
+    def reference(policy):
+        if ref_model is not None:
+            yield ref_model
+        elif hasattr(policy, "disable_adapter"):
+            with policy.disable_adapter():
+                yield policy
+        else:  # GRPO with beta 0 and no LoRA loads no reference
+            yield None
+
+    return reference
+
+
 class RewardModelReward:
     """A reward model as a reward, scoring `encode(prompt, completion, completion_ids)` as in training: text in its
     own tokenizer for GRPO, the policy's ids for PPO."""
@@ -158,9 +201,10 @@ def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: li
 
 
 def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling: Sampling, seed: int, accelerator,
-             batch_size: int, per_prompt: list | None = None) -> dict:
-    """{reward: {metric: value}} over `dataset`'s `input_ids`, on every process; `per_prompt` gets each prompt's
-    completions, rewards and greedy completion. Call it on every process."""
+             batch_size: int, per_prompt: list | None = None, reference=None) -> dict:
+    """{reward: {metric: value}} over `dataset`'s `input_ids`, on every process, and {"kl": {"to_reference": nats}}
+    where `reference(model)` yields a model; `per_prompt` gets each prompt's completions, rewards and greedy
+    completion. Call it on every process."""
     indices = list(range(len(dataset)))
     k = num_samples
     per_prompt = [] if per_prompt is None else per_prompt
@@ -173,9 +217,17 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling
         torch.manual_seed(seed + accelerator.process_index)  # the same sampling noise before and after training
         sampled, sampled_ids = generate(model, tokenizer, rows["input_ids"], k, sampling, batch_size)
     greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, sampling.greedy(), batch_size)
+    kl = [None] * len(mine)
+    temperature = sampling.config.temperature or 1.0
+    ours = log_probs(model, rows["input_ids"], sampled_ids, temperature) if reference else None
+    with reference(model) if reference else nullcontext() as ref:  # under LoRA: the policy, its adapter disabled
+        if ref is not None:  # log pi(y) - log pi_ref(y) of each sampled completion: a sample of KL(pi || pi_ref)
+            theirs = log_probs(ref, rows["input_ids"], sampled_ids, temperature)
+            kl = [[a - b for a, b in zip(x, y)] for x, y in zip(ours, theirs)]
     model.train(was_training)
     entries = [{"index": i, "prompt": p, "process": accelerator.process_index, "completions": ts, "rewards": {},
-                "greedy_completion": g[0], "greedy": {}} for i, p, ts, g in zip(mine, rows["prompt"], sampled, greedy)]
+                "greedy_completion": g[0], "greedy": {}, "kl_to_reference": d}
+               for i, p, ts, g, d in zip(mine, rows["prompt"], sampled, greedy, kl)]
     for func in reward_funcs:
         for entry, rs, g in zip(entries, score(func, rows, sampled, sampled_ids),
                                 score(func, rows, greedy, greedy_ids)):
@@ -184,8 +236,10 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling
     gathered = {e["index"]: e for e in reversed(gather_object(entries))}  # drop the padding's repeats
     entries = [gathered[i] for i in indices]
     per_prompt += [{key: value for key, value in e.items() if key != "index"} for e in entries]
-    return {f.__name__: metrics_of(f, [e["rewards"][f.__name__] for e in entries], [e["greedy"][f.__name__] for e in
-                                   entries], [e["completions"] for e in entries], k) for f in reward_funcs}
+    metrics = {f.__name__: metrics_of(f, [e["rewards"][f.__name__] for e in entries], [e["greedy"][f.__name__] for e
+                                      in entries], [e["completions"] for e in entries], k) for f in reward_funcs}
+    kls = [d for e in entries for d in e["kl_to_reference"] or []]
+    return metrics | ({"kl": {"to_reference": mean(kls)}} if kls else {})
 
 
 def held_out(train, test, script_args, seed: int):
@@ -222,7 +276,8 @@ def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> 
     return BeforeAfterEval(dataset, source, tokenizer, reward_models + reward_funcs, script_args.eval_num_samples,
                            script_args.eval_max_prompts, Sampling(config, up_to_first(config.eos_token_id)), args.seed,
                            lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
-                           trainer.accelerator, args.output_dir, args.per_device_eval_batch_size)
+                           trainer.accelerator, args.output_dir, args.per_device_eval_batch_size,
+                           reference_of(trainer.ref_model))
 
 
 class BeforeAfterEval(TrainerCallback):
@@ -230,7 +285,7 @@ class BeforeAfterEval(TrainerCallback):
     write eval.json and the table. `generation_model()` yields the policy (TRL's unwrap_model_for_generation)."""
 
     def __init__(self, dataset, source: str, tokenizer, reward_funcs, k: int, max_prompts: int, sampling: Sampling,
-                 seed: int, generation_model, accelerator, output_dir: str, batch_size: int):
+                 seed: int, generation_model, accelerator, output_dir: str, batch_size: int, reference=None):
         self.dataset = dataset.select(range(min(len(dataset), max_prompts)))
         self.sampling = sampling
         keys = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens",
@@ -242,6 +297,7 @@ class BeforeAfterEval(TrainerCallback):
         self.tokenizer = tokenizer
         self.reward_funcs = reward_funcs
         self.generation_model = generation_model
+        self.reference = reference  # reference_of(...), or None: no KL
         self.accelerator = accelerator
         self.output_dir = Path(output_dir)
         self.results = {}
@@ -255,7 +311,8 @@ class BeforeAfterEval(TrainerCallback):
                   f"+ greedy, on {self.accelerator.num_processes} process(es)")
         with self.generation_model() as model:
             self.results[when] = evaluate(model, self.tokenizer, self.dataset, self.reward_funcs, s["num_samples"],
-                                          self.sampling, s["seed"], self.accelerator, s["batch_size"], per_prompt)
+                                          self.sampling, s["seed"], self.accelerator, s["batch_size"], per_prompt,
+                                          self.reference)
         self.results |= {f"{when}_per_prompt": per_prompt, f"{when}_step": step,
                          f"{when}_seconds": round(time.perf_counter() - start, 1)}
         if self.accelerator.is_main_process:
@@ -290,9 +347,11 @@ def format_table(columns: dict[str, dict]) -> str:
     reward        metric              before   after
     accuracy      pass@1               0.250   0.500
     """
-    lines = [f"{'reward':<14}{'metric':<18}" + "".join(f"{label:>8}" for label in columns)]
+    width = max([14] + [len(name) + 2 for name in list(columns.values())[-1]])  # a reward model's name can be long
+    lines = [f"{'reward':<{width}}{'metric':<18}" + "".join(f"{label:>8}" for label in columns)]
     for name, metrics in list(columns.values())[-1].items():
         for metric in metrics:
             values = (column.get(name, {}).get(metric) for column in columns.values())
-            lines.append(f"{name:<14}{metric:<18}" + "".join(f"{'-' if v is None else f'{v:.3f}':>8}" for v in values))
+            lines.append(f"{name:<{width}}{metric:<18}" + "".join(f"{'-' if v is None else f'{v:.3f}':>8}"
+                                                                  for v in values))
     return "\n".join(lines)

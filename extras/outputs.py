@@ -288,8 +288,10 @@ def smoothed(values: list[float]) -> list[float]:
 
 
 def headline(metrics: dict) -> dict:
-    """A reward's before/after metrics: pass@1 and greedy accuracy where it is a correctness reward, else means."""
-    keys = ("pass@1", "greedy_accuracy") if "pass@1" in metrics else ("mean_reward", "greedy_reward")
+    """A reward's before/after metrics: pass@1 and greedy accuracy where it is a correctness reward, means for the
+    others; the KL's, as it is."""
+    keys = ("pass@1", "greedy_accuracy") if "pass@1" in metrics else ("mean_reward", "greedy_reward") if (
+        "mean_reward" in metrics) else tuple(metrics)
     return {key: metrics[key] for key in keys if metrics.get(key) is not None}
 
 

@@ -12,7 +12,7 @@ import transformers
 from accelerate import PartialState
 from transformers import AutoModelForSequenceClassification, GenerationConfig
 
-from extras.evaluation import BeforeAfterEval, RewardModelReward, Sampling, prompt_token_ids
+from extras.evaluation import BeforeAfterEval, RewardModelReward, Sampling, prompt_token_ids, reference_of
 
 
 def check_options(script_args, training_args) -> None:
@@ -34,13 +34,15 @@ def check_options(script_args, training_args) -> None:
 
 def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -> BeforeAfterEval:
     """The evaluation of a PPOTrainer's policy, sampled as trl 1.12's PPOTrainer samples (`sampling`), added to it as
-    a callback; a reward model scores the policy's own ids, as in training."""
+    a callback; a reward model scores the policy's own ids, as in training, before `reward_funcs` (the training
+    rewards and --eval_reward_funcs). The KL is to PPOTrainer's reference (under LoRA, the adapter disabled)."""
     from trl.models import unwrap_model_for_generation
 
     args = trainer.args
     tokenizer = trainer.processing_class
-    rewards = reward_funcs or [reward_model_reward(trainer.reward_model.reward_model, tokenizer,
-                                                   args.per_device_eval_batch_size)]
+    reward_model = trainer.reward_model.reward_model
+    rewards = [reward_model_reward(reward_model, tokenizer, args.per_device_eval_batch_size)] if (
+        reward_model is not None) else []
 
     @contextmanager
     def policy():
@@ -48,10 +50,10 @@ def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -
             yield unwrapped.policy  # PPOTrainer wraps policy and value model together
 
     stops = trainer.policy_model.generation_config.eos_token_id  # what ends a completion in training
-    evaluation = BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples,
+    evaluation = BeforeAfterEval(dataset, source, tokenizer, rewards + reward_funcs, script_args.eval_num_samples,
                                  script_args.eval_max_prompts, sampling(args, tokenizer, stops),
                                  args.seed, policy, trainer.accelerator, args.output_dir,
-                                 args.per_device_eval_batch_size)
+                                 args.per_device_eval_batch_size, reference_of(trainer.ref_model))
     trainer.add_callback(evaluation)
     return evaluation
 
@@ -85,12 +87,15 @@ def evaluate_only(policy, tokenizer, dataset, source: str, reward_funcs: list, s
     state = PartialState()
     policy.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    rewards = reward_funcs or [reward_model_reward(AutoModelForSequenceClassification.from_pretrained(
-        args.reward_model_path, num_labels=1).eval().to(state.device), tokenizer, args.per_device_eval_batch_size)]
+    if args.reward_model_path:
+        reward_model = AutoModelForSequenceClassification.from_pretrained(args.reward_model_path, num_labels=1)
+        reward_funcs = [reward_model_reward(reward_model.eval().to(state.device), tokenizer,
+                                            args.per_device_eval_batch_size)] + reward_funcs
     stops = sorted(stop_ids) if args.stop_token == "eos" else args.stop_token_id  # as training stops
-    BeforeAfterEval(dataset, source, tokenizer, rewards, script_args.eval_num_samples, script_args.eval_max_prompts,
-                    sampling(args, tokenizer, stops), args.seed, lambda: nullcontext(policy.to(state.device)), state,
-                    args.output_dir, args.per_device_eval_batch_size).evaluate_only(step=0)
+    BeforeAfterEval(dataset, source, tokenizer, reward_funcs, script_args.eval_num_samples,
+                    script_args.eval_max_prompts, sampling(args, tokenizer, stops), args.seed,
+                    lambda: nullcontext(policy.to(state.device)), state, args.output_dir,
+                    args.per_device_eval_batch_size).evaluate_only(step=0)
 
 
 @contextmanager

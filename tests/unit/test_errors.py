@@ -115,6 +115,12 @@ def test_eval_with_no_prompts(tmp_path, script, fails_early):
                  "--eval_max_prompts 0", "--eval_num_samples 0")
 
 
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+def test_eval_rewards_with_no_evaluation(tmp_path, script, fails_early):
+    assert named(fails_early(tmp_path, "--eval_num_samples", 0, "--eval_reward_funcs", "length", script=script),
+                 "--eval_reward_funcs length", "--eval_num_samples K")
+
+
 @pytest.mark.parametrize("flags", [["--beta", 0], ["--use_peft"]])
 def test_a_moving_reference_needs_a_reference_of_its_own(tmp_path, fails_early, flags):
     """GRPOTrainer would raise this only after loading the model; here it stops before."""

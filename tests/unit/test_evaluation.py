@@ -144,3 +144,46 @@ def test_ppo_ends_a_completion_where_ppo_trainer_does():
     assert ppo(None).end([5, 6, 2, 7]) == [5, 6, 2, 7]  # no stop token: runs to the length limit
     config = ppo(2).config
     assert (config.temperature, config.top_k, config.top_p, config.max_new_tokens) == (0.7 + 1e-7, 0, 1.0, 8)
+
+
+def test_log_probs_of_left_padded_batches_equal_each_sequence_alone():
+    """The KL's log-probabilities: a batch of prompts and completions of different lengths, left-padded, gives each
+    completion's summed log-probability (at the temperature) that the model gives it unpadded."""
+    from transformers import AutoModelForCausalLM
+
+    from conftest import TINY_MODEL
+    from extras.evaluation import log_probs
+
+    model = AutoModelForCausalLM.from_pretrained(TINY_MODEL).eval()
+    prompts = [[5, 6, 7], [8], [9, 10, 11, 12, 13]]
+    completions = [[[14, 15], [16]], [[17, 18, 19, 20], [21, 22]], [[23], [24, 25, 26]]]
+    batched = log_probs(model, prompts, completions, temperature=0.7, batch_size=4)
+    for prompt, samples, values in zip(prompts, completions, batched):
+        for completion, value in zip(samples, values):
+            ids = torch.tensor([prompt + completion])
+            with torch.no_grad():
+                logps = (model(input_ids=ids).logits[0, :-1] / 0.7).log_softmax(-1)
+            alone = sum(logps[len(prompt) - 1 + i, token].item() for i, token in enumerate(completion))
+            assert value == pytest.approx(alone, abs=1e-4)
+
+
+def test_the_kl_reference_is_the_trainers_or_the_policy_without_its_adapter():
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from conftest import TINY_MODEL
+    from extras.evaluation import log_probs, reference_of
+
+    frozen = object()
+    with reference_of(frozen)(torch.nn.Linear(1, 1)) as reference:
+        assert reference is frozen
+    plain = AutoModelForCausalLM.from_pretrained(TINY_MODEL)
+    with reference_of(None)(plain) as reference:
+        assert reference is None  # GRPO with beta 0 and no LoRA: no KL
+    policy = get_peft_model(AutoModelForCausalLM.from_pretrained(TINY_MODEL), LoraConfig(target_modules="all-linear",
+                                                                                         init_lora_weights=False))
+    prompts, completions = [[5, 6]], [[[7, 8, 9]]]
+    with reference_of(None)(policy) as reference:
+        [[without]] = log_probs(reference, prompts, completions, temperature=1.0)
+    assert without == pytest.approx(log_probs(plain, prompts, completions, temperature=1.0)[0][0], abs=1e-5)
+    assert log_probs(policy, prompts, completions, temperature=1.0)[0][0] != pytest.approx(without, abs=1e-3)
