@@ -9,7 +9,7 @@ import json
 import math
 import time
 from collections import Counter
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -117,19 +117,20 @@ def log_probs(model, prompt_ids: list[list[int]], completion_ids: list[list[list
     return [values[i:i + k] for i in range(0, len(values), k)]
 
 
-def reference_of(ref_model):
+def reference_of(ref_model, lora: bool):
     """`reference` for BeforeAfterEval: `reference(policy)` yields the trainer's frozen reference model, or, where it
-    holds none because the policy is a LoRA adapter, the policy with its adapter disabled; else None."""
+    holds none because the policy is a LoRA adapter, the policy with its adapter disabled. None where there is
+    neither (GRPO with beta 0 and no LoRA)."""
+    if ref_model is None and not lora:
+        return None
 
     @contextmanager
     def reference(policy):
         if ref_model is not None:
             yield ref_model
-        elif hasattr(policy, "disable_adapter"):
+        else:
             with policy.disable_adapter():
                 yield policy
-        else:  # GRPO with beta 0 and no LoRA loads no reference
-            yield None
 
     return reference
 
@@ -218,12 +219,12 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling
         sampled, sampled_ids = generate(model, tokenizer, rows["input_ids"], k, sampling, batch_size)
     greedy, greedy_ids = generate(model, tokenizer, rows["input_ids"], 1, sampling.greedy(), batch_size)
     kl = [None] * len(mine)
-    temperature = sampling.config.temperature or 1.0
-    ours = log_probs(model, rows["input_ids"], sampled_ids, temperature) if reference else None
-    with reference(model) if reference else nullcontext() as ref:  # under LoRA: the policy, its adapter disabled
-        if ref is not None:  # log pi(y) - log pi_ref(y) of each sampled completion: a sample of KL(pi || pi_ref)
+    if reference is not None:  # log pi(y) - log pi_ref(y) of each sampled completion: a sample of KL(pi || pi_ref)
+        temperature = sampling.config.temperature or 1.0
+        ours = log_probs(model, rows["input_ids"], sampled_ids, temperature)
+        with reference(model) as ref:  # under LoRA, the policy with its adapter disabled: after `ours`
             theirs = log_probs(ref, rows["input_ids"], sampled_ids, temperature)
-            kl = [[a - b for a, b in zip(x, y)] for x, y in zip(ours, theirs)]
+        kl = [[a - b for a, b in zip(x, y)] for x, y in zip(ours, theirs)]
     model.train(was_training)
     entries = [{"index": i, "prompt": p, "process": accelerator.process_index, "completions": ts, "rewards": {},
                 "greedy_completion": g[0], "greedy": {}, "kl_to_reference": d}
@@ -271,13 +272,14 @@ def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> 
     with PartialState().main_process_first():
         dataset = dataset.map(lambda p: {"input_ids": prompt_token_ids(tokenizer, p, args.chat_template_kwargs)},
                               input_columns="prompt")
+    from accelerate.utils import is_peft_model
     from trl.models import unwrap_model_for_generation
 
     return BeforeAfterEval(dataset, source, tokenizer, reward_models + reward_funcs, script_args.eval_num_samples,
                            script_args.eval_max_prompts, Sampling(config, up_to_first(config.eos_token_id)), args.seed,
                            lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
                            trainer.accelerator, args.output_dir, args.per_device_eval_batch_size,
-                           reference_of(trainer.ref_model))
+                           reference_of(trainer.ref_model, is_peft_model(trainer.model)))
 
 
 class BeforeAfterEval(TrainerCallback):

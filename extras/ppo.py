@@ -53,7 +53,8 @@ def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -
     evaluation = BeforeAfterEval(dataset, source, tokenizer, rewards + reward_funcs, script_args.eval_num_samples,
                                  script_args.eval_max_prompts, sampling(args, tokenizer, stops),
                                  args.seed, policy, trainer.accelerator, args.output_dir,
-                                 args.per_device_eval_batch_size, reference_of(trainer.ref_model))
+                                 args.per_device_eval_batch_size,
+                                 reference_of(trainer.ref_model, trainer.is_peft_model))
     trainer.add_callback(evaluation)
     return evaluation
 

@@ -175,15 +175,14 @@ def test_the_kl_reference_is_the_trainers_or_the_policy_without_its_adapter():
     from extras.evaluation import log_probs, reference_of
 
     frozen = object()
-    with reference_of(frozen)(torch.nn.Linear(1, 1)) as reference:
+    with reference_of(frozen, lora=False)(torch.nn.Linear(1, 1)) as reference:
         assert reference is frozen
+    assert reference_of(None, lora=False) is None  # GRPO with beta 0 and no LoRA: no KL
     plain = AutoModelForCausalLM.from_pretrained(TINY_MODEL)
-    with reference_of(None)(plain) as reference:
-        assert reference is None  # GRPO with beta 0 and no LoRA: no KL
     policy = get_peft_model(AutoModelForCausalLM.from_pretrained(TINY_MODEL), LoraConfig(target_modules="all-linear",
                                                                                          init_lora_weights=False))
     prompts, completions = [[5, 6]], [[[7, 8, 9]]]
-    with reference_of(None)(policy) as reference:
+    with reference_of(None, lora=True)(policy) as reference:
         [[without]] = log_probs(reference, prompts, completions, temperature=1.0)
     assert without == pytest.approx(log_probs(plain, prompts, completions, temperature=1.0)[0][0], abs=1e-5)
     assert log_probs(policy, prompts, completions, temperature=1.0)[0][0] != pytest.approx(without, abs=1e-3)
