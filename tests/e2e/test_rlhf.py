@@ -1,0 +1,112 @@
+"""RLHF against a learned reward model, on the bundled tiny model: assets/build_reward_model.py builds one from the
+policy's own completions, and both scripts train two steps against it, their held-out evaluation reporting the
+learned reward, the true rewards of --eval_reward_funcs, and the KL to the start.
+
+The tiny model writes no words VADER scores, and reads at most 64 characters, so here it answers the addition
+prompts as chats, and its reward model is learned from `length`, a true reward its completions differ on; the
+SmolLM2 recipes learn one from `sentiment` on assets/sentiment (BENCHMARKS.md, section 18).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ADDITION, read_jsonl, run_script, write_jsonl
+from transformers import AutoConfig, AutoTokenizer
+
+
+
+@pytest.fixture(scope="module")
+def chats(tmp_path_factory) -> Path:
+    """The addition prompts as one-turn chats, with no answer column: a reward model's task."""
+    out = tmp_path_factory.mktemp("chats")
+    for split in ("train", "test"):
+        write_jsonl(out / f"{split}.jsonl", [{"prompt": [{"role": "user", "content": row["prompt"]}]}
+                                             for row in read_jsonl(ADDITION / f"{split}.jsonl")])
+    return out
+
+
+@pytest.fixture(scope="module")
+def reward_model(tmp_path_factory, chat_model, chats):
+    out = tmp_path_factory.mktemp("rlhf") / "reward-model"
+    proc = run_script("assets/build_reward_model.py", "--policy", chat_model, "--dataset_name", chats,
+                      "--system_prompt", "", "--reward", "length", "--prompts", 12, "--test_prompts", 6, "--samples",
+                      3, "--max_new_tokens", 8, "--temperature", 1.0, "--layers", 1, "--margin", 0.05, "--out", out,
+                      cwd=out.parent, fresh=True)
+    return out, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def runs(reward_model, chat_model, chats, tmp_path_factory):
+    """Two GRPO steps (full fine-tuning, its reference a copy) and two PPO updates (LoRA, its reference the adapter
+    disabled) against the tiny reward model, each evaluated on 4 held-out prompts."""
+    model, _ = reward_model
+    tmp = tmp_path_factory.mktemp("rlhf-runs")
+    common = dict(model_name_or_path=str(chat_model), dataset_name=str(chats), eval_reward_funcs=["sentiment",
+                  "length"], eval_num_samples=2, eval_max_prompts=4, per_device_eval_batch_size=8, temperature=1.0,
+                  report_to="none", save_strategy="no", seed=1)
+    configs = {
+        "grpo": common | dict(reward_funcs=[], reward_model_name_or_path=[str(model)], beta=0.04, num_generations=2,
+                              per_device_train_batch_size=4, max_completion_length=8, max_steps=2, logging_steps=1,
+                              learning_rate=0.01),
+        "ppo": common | dict(reward_model_path=str(model), total_episodes=16, per_device_train_batch_size=8,
+                             num_mini_batches=2, response_length=8, stop_token="eos", learning_rate=0.03,
+                             use_peft=True, lora_r=4, lora_alpha=8, lora_target_modules=["q_proj", "v_proj"],
+                             num_sample_generations=0),
+    }
+    out = {}
+    for algo, config in configs.items():
+        path = tmp / f"{algo}.yaml"
+        path.write_text(yaml.safe_dump(config | {"output_dir": str(tmp / algo)}))
+        proc = run_script(f"{algo}_trl_example.py", "--config", path, cwd=tmp)
+        out[algo] = (tmp / algo, proc.stdout)
+    return out
+
+
+def test_the_builder_reports_its_pairs_and_agreement(reward_model):
+    out, stdout = reward_model
+    build = json.loads((out / "build.json").read_text())
+    assert build["train_pairs"] > 0 and build["test_pairs"] > 0
+    agreement = build["held_out_agreement"]
+    assert agreement["pairs"] == build["test_pairs"]
+    assert set(agreement) == {"all", "pairs", "grpo", "ppo", "gap>=0.3", "gap>=0.5"}
+    assert all(0.0 <= agreement[k] <= 1.0 for k in ("all", "grpo", "ppo"))
+    lines = read_jsonl(out / "samples.jsonl")
+    assert {line["split"] for line in lines} == {"train", "test"} and all(len(line["length"]) == 3 for line in lines)
+    assert f"held-out agreement with --reward length: {agreement['all']:.3f}" in stdout
+    assert build["loss_first"] is not None
+
+
+def test_the_reward_model_is_the_policys_first_layers_under_one_output(reward_model, chat_model):
+    out, _ = reward_model
+    config = AutoConfig.from_pretrained(out)
+    assert config.num_hidden_layers == 1 and config.num_labels == 1
+    assert config.architectures == ["LlamaForSequenceClassification"]
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    policy_tokenizer = AutoTokenizer.from_pretrained(chat_model)
+    assert tokenizer.get_vocab() == policy_tokenizer.get_vocab()  # PPOTrainer feeds it the policy's ids
+    # it pads with PPO's pad, no stop token, so that every reader finds a completion's true last token
+    assert tokenizer.pad_token_id == config.pad_token_id != policy_tokenizer.eos_token_id
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_both_scripts_train_against_it_and_report_both_rewards_and_the_kl(runs, algo):
+    out, stdout = runs[algo]
+    report = json.loads((out / "eval.json").read_text())
+    learned = "reward-model" if algo == "grpo" else "reward_model"  # GRPOTrainer names a model by its folder
+    for when in ("before", "after"):
+        assert set(report[when]) == {learned, "sentiment", "length", "kl"}
+        assert set(report[when][learned]) == {"mean_reward", "greedy_reward"}
+    # the start against itself: no KL; after training the policy has moved from its reference
+    assert report["before"]["kl"]["to_reference"] == pytest.approx(0.0, abs=1e-4)
+    assert abs(report["after"]["kl"]["to_reference"]) > 1e-3
+    assert all(len(p["kl_to_reference"]) == 2 for p in report["after_per_prompt"])
+    for row in (learned, "sentiment", "length", "kl"):
+        assert f"\n{row:<14}" in stdout  # the table's rows
+    # training read the reward model alone: its reward is what was logged
+    logged = [r for r in read_jsonl(out / "metrics.jsonl") if "reward" in r]
+    assert len(logged) == 2
+    if algo == "grpo":
+        assert all(set(k for k in r if k.startswith("rewards/")) == {f"rewards/{learned}/mean",
+                                                                     f"rewards/{learned}/std"} for r in logged)
