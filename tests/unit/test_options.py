@@ -20,7 +20,7 @@ import ppo_trl_example as ppo
 from extras import cli
 
 SCRIPTS = {"grpo": grpo, "ppo": ppo}
-AUDITED = {"grpo": "fa30a25f6acf", "ppo": "08c2bbadb0a5"}  # sha256 of the acting fields, sorted and space-joined
+AUDITED = {"grpo": "a3c1dd1e451a", "ppo": "52e8faa08f60"}  # sha256 of the acting fields, sorted and space-joined
 
 
 def all_fields(name: str) -> set[str]:
