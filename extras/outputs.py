@@ -305,7 +305,8 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    held_out = {name: headline(m) for name, m in (evaluation or {}).get("after", {}).items()}
+    held_out = {name: headline(m) for name, m in (evaluation or {}).get("after", {}).items()
+                if name != "kl"}  # rewards on one axis; the KL, in nats, is in the table and summary.json
     fig, axes = plt.subplots(1, 1 + bool(held_out), figsize=(11 if held_out else 7, 4), squeeze=False,
                              gridspec_kw={"width_ratios": [3, 2]} if held_out else None)
     series = lambda key: [(h["step"], h[key]) for h in history if h.get(key) is not None]  # noqa: E731

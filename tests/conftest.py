@@ -277,12 +277,14 @@ def assert_summary_means(out: Path, stdout: str) -> dict:
 
 
 def assert_held_out_summary(out: Path, stdout: str) -> None:
-    """The run's closing summary gives held-out pass@1 and greedy accuracy before and after training, as eval.json
-    has them, in print and in summary.json."""
+    """The run's closing summary gives held-out pass@1 and greedy accuracy before and after training, and the KL to
+    the reference where the run has one, as eval.json has them, in print and in summary.json."""
     report, summary = (json.loads((out / name).read_text()) for name in ("eval.json", "summary.json"))
     before, after = report["before"]["accuracy"], report["after"]["accuracy"]
+    kl = {"kl": {"to_reference": [report["before"]["kl"]["to_reference"], report["after"]["kl"]["to_reference"]]}
+          } if "kl" in report["after"] else {}
     assert summary["held_out_before_after"] == {
-        "accuracy": {metric: [before[metric], after[metric]] for metric in ("pass@1", "greedy_accuracy")}}
+        "accuracy": {metric: [before[metric], after[metric]] for metric in ("pass@1", "greedy_accuracy")}, **kl}
     closing = stdout[stdout.rindex("mean reward, first 20%"):]
     for metric in ("pass@1", "greedy_accuracy"):
         assert f"held-out accuracy {metric}, before -> after: {before[metric]:.3f} -> {after[metric]:.3f}" in closing

@@ -33,7 +33,14 @@ def test_eval_only_scores_a_saved_policy_as_training_did(tmp_path, script, lora)
 
     training, only = (json.loads((out / "eval.json").read_text()) for out in (trained, evaluated))
     assert training["before_per_prompt"] != training["after_per_prompt"]  # training moved it, so the check can fail
-    assert only["model"] == training["after"] and only["model_per_prompt"] == training["after_per_prompt"]
+    # the same; the KL to the reference only where the evaluation has one too: a GRPO adapter's base, as in training
+    assert {k: v for k, v in only["model"].items() if k != "kl"} == {
+        k: v for k, v in training["after"].items() if k != "kl"}
+    if "kl" in only["model"]:
+        assert script == "grpo" and lora and only["model"]["kl"] == pytest.approx(training["after"]["kl"])
+        assert only["model_per_prompt"] == training["after_per_prompt"]
+    else:
+        assert only["model_per_prompt"] == [p | {"kl_to_reference": None} for p in training["after_per_prompt"]]
     assert only["sampling"] == training["sampling"] and only["num_prompts"] == training["num_prompts"] == 6
     assert "before" not in only and "after" not in only
 
