@@ -1,0 +1,178 @@
+"""PPO against GRPO in RLHF with a learned reward model, offline: the study of BENCHMARKS.md, section 18.
+
+    python benchmarks/rlhf_study.py                    # the reward model, then 3 seeds of each recipe (~2 h, 2 cores)
+    python benchmarks/rlhf_study.py --seeds 1 --skip_build
+
+1. Builds the reward model (assets/build_reward_model.py: SmolLM2's completions on the sentiment task, labelled by
+   VADER) unless --skip_build, and reads its held-out agreement with VADER from its build.json.
+2. Runs the GRPO and the PPO recipe on it (recipes/SmolLM2-135M-Instruct/*/config_sentiment_rm*.yaml) per seed, one
+   at a time with both threads, on the same budget of completions (the recipes set 320 each).
+3. Reports per run, from eval.json (64 held-out prompts x 2 samples, before and after): the learned reward, the true
+   reward (VADER's compound, -1 to 1) and the KL to the starting policy; each gain per 1,000 completions and per
+   minute of the whole run; the wall time. Then mean and sd over seeds per algorithm.
+4. Draws overoptimisation.png: over training, the learned reward of the completions each step trained on (as the
+   trainer logged it) and their true reward (VADER on the same completions, from completions.jsonl), mean over seeds.
+   Where the learned reward keeps rising and the true one stops, the policy has found the reward model's blind
+   spots (Gao et al. 2022, "Scaling laws for reward model overoptimization").
+
+Times depend on the machine: the fp32 matmul rate is measured before each run and given beside its time. A run that
+finished (its run.json holds the same command) is reported, not run again.
+"""
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from harness import OUTPUTS, REPO, matmul_gflops, repo_relative, run_logged
+
+sys.path.insert(0, str(REPO))
+from rewards import sentiment_reward  # noqa: E402
+
+RUNS = REPO / OUTPUTS / "rlhf_study"
+RECIPES = {"grpo": ("grpo_trl_example.py", "recipes/SmolLM2-135M-Instruct/grpo/config_sentiment_rm.yaml"),
+           "ppo": ("ppo_trl_example.py", "recipes/SmolLM2-135M-Instruct/ppo/config_sentiment_rm_lora.yaml")}
+TRUE = "sentiment"
+
+
+def run(algo: str, seed: int, flags: list[str], threads: int) -> dict:
+    script, config = RECIPES[algo]
+    out = RUNS / f"{algo}-seed{seed}"
+    cmd = [sys.executable, script, "--config", config, "--seed", str(seed), "--output_dir", repo_relative(out),
+           *flags]
+    command = shlex.join(["python", *cmd[1:]])
+    done = out / "run.json"
+    if done.exists() and json.loads(done.read_text())["command"] == command:
+        return json.loads(done.read_text())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rate = matmul_gflops(threads)  # each run's own: the machine's rate moves between runs
+    start = time.time()
+    peak = run_logged(cmd, out.with_suffix(".log"), threads=threads)
+    wall = time.time() - start
+    report = json.loads((out / "eval.json").read_text())
+    learned = next(name for name in report["after"] if name not in (TRUE, "kl"))  # the reward model's name
+    completions = sum(1 for _ in open(out / "completions.jsonl"))
+    result = {"algo": algo, "seed": seed, "command": command, "completions": completions}
+    for key, name in (("true", TRUE), ("learned", learned)):
+        before = report["before"][name]["mean_reward"]
+        after = report["after"][name]["mean_reward"]
+        result |= {f"{key} before": before, f"{key} after": after, f"{key} gain": after - before,
+                   f"{key} gain/1k completions": (after - before) / completions * 1000,
+                   f"{key} gain/min": (after - before) / wall * 60}
+    result |= {"kl after": report["after"].get("kl", {}).get("to_reference"), "wall s": wall, "peak RSS MiB": peak,
+               "GFLOP/s": rate}
+    done.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def curves(algo: str, seeds: list[int]) -> dict:
+    """{seed: [(completions seen, learned reward, true reward), ...]}: per training step, the mean over the
+    completions it trained on."""
+    out = {}
+    for seed in seeds:
+        rows = [json.loads(line) for line in open(RUNS / f"{algo}-seed{seed}" / "completions.jsonl")]
+        learned = next(k for k in rows[0] if k not in ("step", "prompt", "completion", TRUE))
+        true = sentiment_reward([r["completion"] for r in rows])
+        steps = {}
+        for row, t in zip(rows, true, strict=True):
+            steps.setdefault(row["step"], []).append((row[learned], t))
+        seen = 0
+        points = []
+        for _, values in sorted(steps.items()):
+            seen += len(values)
+            points.append((seen, statistics.mean(v[0] for v in values), statistics.mean(v[1] for v in values)))
+        out[seed] = points
+    return out
+
+
+def figure(all_curves: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(all_curves), figsize=(5.5 * len(all_curves), 4), squeeze=False)
+    for ax, (algo, by_seed) in zip(axes[0], all_curves.items()):
+        twin = ax.twinx()
+        for seed, points in by_seed.items():
+            seen, learned, true = zip(*points)
+            ax.plot(seen, smoothed(learned), color="C0", alpha=0.8, label="learned reward" if seed == min(by_seed)
+                    else None)
+            twin.plot(seen, smoothed(true), color="C3", alpha=0.8, linestyle="--",
+                      label="true reward (VADER)" if seed == min(by_seed) else None)
+        ax.set(xlabel="completions trained on", ylabel="learned reward (reward model's score)",
+               title=f"{algo.upper()}, {len(by_seed)} seed(s): a line per seed, moving average of 5 steps")
+        twin.set_ylabel("true reward (VADER compound)")
+        ax.tick_params(axis="y", colors="C0")
+        twin.tick_params(axis="y", colors="C3")
+        lines = ax.get_legend_handles_labels()
+        more = twin.get_legend_handles_labels()
+        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="lower right")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def smoothed(values, window: int = 5) -> list[float]:
+    return [statistics.mean(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
+
+
+def table(rows: list[dict]) -> str:
+    keys = [k for k in rows[0] if k not in ("algo", "seed", "command")]
+    fmt = lambda v: "-" if v is None else f"{v:.3f}" if abs(v) < 100 else f"{v:.0f}"  # noqa: E731
+    lines = ["| algo | seed | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
+    for algo in dict.fromkeys(r["algo"] for r in rows):
+        mine = [r for r in rows if r["algo"] == algo]
+        lines += [f"| {algo} | {r['seed']} | " + " | ".join(fmt(r[k]) for k in keys) + " |" for r in mine]
+        if len(mine) > 1:
+            for name, stat in (("mean", statistics.mean), ("sd", statistics.stdev)):
+                lines.append(f"| {algo} | {name} | " + " | ".join(
+                    fmt(stat([r[k] for r in mine]) if None not in [r[k] for r in mine] else None) for k in keys)
+                    + " |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--algos", nargs="+", choices=sorted(RECIPES), default=["grpo", "ppo"])
+    parser.add_argument("--skip_build", action="store_true", help="use the reward model already built")
+    parser.add_argument("--flags", default="", help="extra flags for every run, e.g. '--max_steps 10'")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
+    args = parser.parse_args()
+    rate = matmul_gflops(args.threads)
+    print(f"fp32 matmul {rate:.0f} GFLOP/s on {args.threads} thread(s)", flush=True)
+    RUNS.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    if not args.skip_build:
+        run_logged([sys.executable, "assets/build_reward_model.py"], RUNS / "build_reward_model.log",
+                   threads=args.threads)
+    build = json.loads((REPO / "assets" / "sentiment-reward-model" / "build.json").read_text())
+    print(f"reward model: held-out agreement with VADER {build['held_out_agreement']}, built in {build['seconds']} s",
+          flush=True)
+    results = []
+    for seed in args.seeds:
+        for algo in args.algos:
+            result = run(algo, seed, shlex.split(args.flags), args.threads)
+            results.append(result)
+            print(f"  {algo} seed {seed}: true {result['true before']:.3f} -> {result['true after']:.3f}, learned "
+                  f"{result['learned before']:.3f} -> {result['learned after']:.3f}, KL {result['kl after']}, "
+                  f"{result['wall s']:.0f} s", flush=True)
+    all_curves = {algo: curves(algo, args.seeds) for algo in args.algos}
+    path = RUNS / "results.json"
+    path.write_text(json.dumps({"matmul_gflops": rate, "threads": args.threads, "reward_model": build,
+                                "runs": results, "curves": all_curves,
+                                "study_seconds": round(time.time() - started)}, indent=2) + "\n")
+    figure(all_curves, RUNS / "overoptimisation.png", "RLHF against a learned reward model, SmolLM2-135M-Instruct")
+    print(f"\nfp32 matmul {rate:.0f} GFLOP/s on {args.threads} thread(s); the study took "
+          f"{(time.time() - started) / 60:.0f} min\n{table(results)}\n\nwritten to {repo_relative(path)} and "
+          f"{repo_relative(RUNS / 'overoptimisation.png')}")
+
+
+if __name__ == "__main__":
+    main()
