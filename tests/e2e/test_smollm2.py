@@ -87,6 +87,23 @@ def smollm2_shipping_a_config(smollm2, tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="session")
+def smollm2_reward_model(smollm2, tmp_path_factory):
+    """A stand-in for the RLHF recipes' learned reward model (assets/build_reward_model.py, not built here): SmolLM2's
+    first layer under a new one-output head, untrained, with SmolLM2's tokenizer and PPO's pad, as the builder saves
+    it."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("smollm2-reward-model")
+    tokenizer = AutoTokenizer.from_pretrained(smollm2)
+    tokenizer.pad_token = "<|endoftext|>"
+    model = AutoModelForSequenceClassification.from_pretrained(smollm2, num_labels=1, num_hidden_layers=1)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 # A reward that scores the completions of a prompt 0, 1, 0, 1, ...: GRPO's advantages are never all zero, so every
 # trainable tensor must get a non-zero gradient (with the task's reward alone, a step where every completion of
 # every prompt scores the same has none, correctly).
@@ -170,7 +187,7 @@ def recipe_case(recipe: Path):
 
 
 @pytest.mark.parametrize("recipe, two_processes", [recipe_case(recipe) for recipe in RECIPES])
-def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, recipe, two_processes):
+def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, smollm2_reward_model, recipe, two_processes):
     """Each SmolLM2 recipe with its own settings, for 2 steps (GRPO: of 4 completions; PPO: of 2, or 4 on 2
     processes), sizes and evaluation shrunk, on SmolLM2 shipping a generation config that training partly overrides,
     and without the recipe's system prompt, so that the chat template adds its own.
@@ -189,13 +206,17 @@ def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, recipe,
     lora = settings.get("use_peft", False)
     checkpointing = ["--activation_checkpointing", "true"] if algo == "ppo" and lora else []
     processes = 2 if two_processes else 1
+    reward_model = []  # the RLHF recipes' reward model, in the flag each script reads it from
+    for key in ("reward_model_path", "reward_model_name_or_path"):
+        if key in settings:
+            reward_model = [f"--{key}", smollm2_reward_model]
     size = (["--max_steps", 2, "--num_generations", 2, "--per_device_train_batch_size", 4 // processes,
              "--max_completion_length", 6, "--reward_funcs", "accuracy", "probe.alternating"]  # a reward with signal
             if algo == "grpo" else ["--total_episodes", 4 * processes, "--per_device_train_batch_size", 2,
                                     "--response_length", 6])
     proc, generates, steps = spied_run(
         tmp_path, f"{algo}_trl_example.py", "--config", recipe, "--model_name_or_path", smollm2_shipping_a_config,
-        "--dataset_name", TASK, "--system_prompt", "", "--eval_max_prompts", 3, *size, *checkpointing,
+        "--dataset_name", TASK, "--system_prompt", "", "--eval_max_prompts", 3, *size, *checkpointing, *reward_model,
         *(ddp_flags(2) if two_processes else []), launcher=accelerate_ddp(2) if two_processes else ())
     out = tmp_path / "out"
 
