@@ -39,7 +39,8 @@ from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassificati
                           GenerationConfig, set_seed)
 from trl import RewardConfig, RewardTrainer  # noqa: E402
 
-from extras.evaluation import Sampling, generate, prompt_token_ids, score, text_encoder, up_to_first  # noqa: E402
+from extras.evaluation import (RewardModelReward, Sampling, generate, prompt_token_ids, score,  # noqa: E402
+                               text_encoder, up_to_first)
 from grpo_trl_example import load_prompts  # noqa: E402
 from ppo_trl_example import set_ppo_pad_token, stop_token_ids  # noqa: E402
 from rewards import get_reward_funcs  # noqa: E402
@@ -74,17 +75,13 @@ def pairs(samples: dict, margin: float, encoders: dict) -> list[dict]:
     return out
 
 
-@torch.inference_mode()
 def agreement(model, test_pairs: list[dict], pad_token_id: int, batch_size: int) -> dict:
     """The fraction of pairs in which the model scores the chosen completion higher, over all and by form."""
-    model.eval()
     rows = [p[key] for p in test_pairs for key in ("chosen_ids", "rejected_ids")]
-    scores = []
-    for start in range(0, len(rows), batch_size):
-        batch = rows[start:start + batch_size]
-        width = max(map(len, batch))
-        ids = torch.tensor([r + [pad_token_id] * (width - len(r)) for r in batch])
-        scores += model(input_ids=ids, attention_mask=(ids != pad_token_id).long()).logits[:, 0].tolist()
+    # the evaluation's scorer, on ids already encoded in each reading
+    scorer = RewardModelReward(model.eval(), "reward_model", lambda prompt, completion, ids: ids, pad_token_id,
+                               batch_size)
+    scores = scorer(prompts=rows, completions=rows, completion_ids=rows)
     right = [c > r for c, r in zip(scores[::2], scores[1::2], strict=True)]
     forms = sorted({p["form"] for p in test_pairs})
     result = {"all": round(sum(right) / len(right), 3), "pairs": len(right) // len(forms)}  # each pair, each reading
