@@ -1,3 +1,19 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = [  # `uv run grpo_trl_example.py` installs these; the versions the tests run on (docs/versions.md)
+#     "trl==1.16.0",
+#     "torch>=2.13.0,<2.14",
+#     "transformers>=5.23.0,<5.24",
+#     "peft>=0.21.0,<0.22",
+#     "accelerate>=1.15.0,<1.16",
+#     "datasets>=5.2.0,<5.3",
+#     "math-verify>=0.9.0,<0.10",  # rewards.py: the accuracy reward, and the sympy values it reads
+#     "sympy>=1.14,<2",
+#     "pyseccomp==0.1.2; sys_platform == 'linux'",  # rewards.py: the code reward's sandbox filter
+#     "vadersentiment==3.3.2",  # rewards.py: the sentiment reward
+#     "matplotlib>=3.8",  # extras/: reward_curve.png
+# ]
+# ///
 """GRPO with TRL's GRPOTrainer: a template to copy.
 
     python grpo_trl_example.py      # the bundled tiny model learns addition on a CPU, in under a minute
@@ -28,6 +44,7 @@ import os
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 
 # On a CPU shared with other work, a torch thread that waits for the others sleeps instead of spinning on a core they
@@ -46,6 +63,14 @@ from trl import (GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParse
                  get_quantization_config)
 
 from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
+
+# GRPO runs on the newest trl, with what TRL fixed after 1.12, and ppo_trl_example.py on trl 1.12, the last with
+# PPOTrainer (docs/versions.md): the header above and setup.sh's .venv give this one.
+GRPO_TRL = "1.16.0"
+if __name__ == "__main__" and os.environ.get("RANK", "0") == "0":  # a launcher's other processes print nothing here
+    trl_version = version("trl")
+    print(f"grpo_trl_example.py on trl {trl_version}" + ("" if trl_version == GRPO_TRL else
+                                                          f", untested: the tests run on trl {GRPO_TRL}"))
 
 try:  # one-sentence checks, and the run's records and plots; a copy with rewards.py alone trains without them
     from extras import cli, outputs

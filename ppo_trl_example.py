@@ -1,3 +1,20 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = [  # `uv run ppo_trl_example.py` installs these; the versions the tests run on (docs/versions.md)
+#     "trl==1.12.0",  # the last release with PPOTrainer
+#     "requests>=2.31",  # trl 1.12 imports it and leaves it out of its own requirements
+#     "torch>=2.13.0,<2.14",
+#     "transformers>=5.23.0,<5.24",
+#     "peft>=0.21.0,<0.22",
+#     "accelerate>=1.15.0,<1.16",
+#     "datasets>=5.2.0,<5.3",
+#     "math-verify>=0.9.0,<0.10",  # rewards.py: the accuracy reward, and the sympy values it reads
+#     "sympy>=1.14,<2",
+#     "pyseccomp==0.1.2; sys_platform == 'linux'",  # rewards.py: the code reward's sandbox filter
+#     "vadersentiment==3.3.2",  # rewards.py: the sentiment reward
+#     "matplotlib>=3.8",  # extras/: reward_curve.png
+# ]
+# ///
 """PPO with TRL's PPOTrainer: a template to copy.
 
     python ppo_trl_example.py       # the bundled tiny model learns addition on a CPU, in under a minute
@@ -27,6 +44,7 @@ import sys
 import warnings
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 
 # On a CPU shared with other work, a torch thread that waits for the others sleeps instead of spinning on a core they
@@ -47,6 +65,25 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
 
 from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
+
+# TRL removed PPOTrainer in 1.13 (TRL PR #7020): this script runs on trl 1.12.0, its last release with it, and
+# grpo_trl_example.py on the newest (docs/versions.md). setup.sh makes an environment for each: run from the other one,
+# this script goes on, the same command, in .venv-ppo. `uv run ppo_trl_example.py` reads the header above instead.
+PPO_TRL = "1.12.0"
+if __name__ == "__main__":
+    trl_version = version("trl")
+    ppo_venv = (Path(__file__).resolve().parent / ".venv-ppo").resolve()
+    first_rank = os.environ.get("RANK", "0") == "0"  # a launcher's other processes print nothing of their own here
+    if trl_version != PPO_TRL and (ppo_venv / "bin" / "python").exists() and Path(sys.prefix).resolve() != ppo_venv:
+        if first_rank:
+            print(f"trl {trl_version} here: ppo_trl_example.py goes on in .venv-ppo, with trl {PPO_TRL}", flush=True)
+        os.execv(ppo_venv / "bin" / "python", [ppo_venv / "bin" / "python", *sys.argv])
+    if tuple(map(int, trl_version.split(".")[:2])) >= (1, 13):
+        sys.exit(f"error: trl {trl_version} has no PPOTrainer (TRL removed it in 1.13): run ppo_trl_example.py on "
+                 f"trl=={PPO_TRL}, in the .venv-ppo that bash setup.sh makes, or with uv run ppo_trl_example.py")
+    if first_rank:
+        print(f"ppo_trl_example.py on trl {trl_version}" + ("" if trl_version == PPO_TRL else
+                                                             f", untested: the tests run on trl {PPO_TRL}"))
 
 with warnings.catch_warnings():  # PPOTrainer is in trl.experimental in trl 1.12 (gone in 1.13): its notice says nothing
     warnings.filterwarnings("ignore", message="You are importing from 'trl.experimental'")
