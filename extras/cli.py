@@ -220,7 +220,7 @@ def check(script_args, training_args, model_args) -> None:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available() and not training_args.use_cpu:
         sys.exit(f"error: {os.environ['WORLD_SIZE']} processes on a machine with no GPU would each train a model of "
                  "their own: drop --use_cpu false (on a CPU they talk over gloo)")
-    needs = [("--use_vllm", "vllm", 'pip install "vllm>=0.19,<=0.27.1"')] if getattr(training_args, "use_vllm", 0) \
+    needs = [("--use_vllm", "vllm", 'pip install "vllm>=0.22,<=0.31"')] if getattr(training_args, "use_vllm", 0) \
         else []
     if model_args.load_in_4bit or model_args.load_in_8bit:
         if not model_args.use_peft:
