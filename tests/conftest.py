@@ -2,6 +2,7 @@
 
 import atexit
 import functools
+import importlib
 import importlib.metadata
 import json
 import os
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -27,6 +29,39 @@ REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = REPO / "assets" / "tiny-llama-addition"
 ADDITION = REPO / "assets" / "addition"
 SMOLLM2 = REPO / "assets" / "SmolLM2-135M-Instruct"  # where assets/convert_gguf.py puts it
+
+# Each script runs on its own trl (docs/versions.md): GRPO on this environment's, PPO on trl 1.12, the last release with
+# PPOTrainer. In setup.sh's .venv, with the newest trl, a PPO run goes on in .venv-ppo: the script re-executes itself
+# there (a run in a subprocess), or run_script's warm interpreter for PPO starts there. Tests that import PPOTrainer
+# into this process are marked `ppo_trainer` and skip here: `.venv-ppo/bin/python -m pytest -m "not slow"` runs them.
+TRL = importlib.metadata.version("trl")
+HAS_PPO_TRAINER = tuple(map(int, TRL.split(".")[:2])) < (1, 13)  # TRL removed it in 1.13
+PPO_PYTHON = sys.executable if HAS_PPO_TRAINER else str(REPO / ".venv-ppo" / "bin" / "python")
+
+
+# Parametrize a test that imports the scripts with these: its PPO case is marked.
+ALGOS = ["grpo", pytest.param("ppo", marks=pytest.mark.ppo_trainer)]
+
+
+def ppo_script():
+    """ppo_trl_example imported here, or None in an environment without PPOTrainer (its tests are marked)."""
+    return importlib.import_module("ppo_trl_example") if HAS_PPO_TRAINER else None
+
+
+@functools.cache
+def script_trl(script: str) -> str:
+    """The trl version `script`'s runs import."""
+    if "ppo_trl_example" not in script or HAS_PPO_TRAINER:
+        return TRL
+    return subprocess.run([PPO_PYTHON, "-c", "import importlib.metadata as m; print(m.version('trl'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def script_header(script: str) -> dict:
+    """The script's inline metadata, its dependencies among them (PEP 723's reference reader)."""
+    block = re.search(r"(?m)^# /// script$\s(?P<content>(^#(| .*)$\s)+)^# ///$", (REPO / script).read_text())
+    return tomllib.loads("".join(line[2:] for line in block["content"].splitlines(keepends=True)))
+
 
 # A chat template made only of characters the bundled character-level tokenizer knows.
 CHAT_TEMPLATE = (
@@ -56,10 +91,14 @@ def accelerate_ddp(num_processes: int = 2, port: int | None = None,
 
 
 def pytest_collection_modifyitems(items):
-    """Every test under tests/e2e/ runs a script end to end: `slow`, so that `pytest -m "not slow"` leaves it out."""
+    """Every test under tests/e2e/ runs a script end to end: `slow`, so that `pytest -m "not slow"` leaves it out.
+    Without PPOTrainer in this environment, the tests that import it here skip (see HAS_PPO_TRAINER)."""
     for item in items:
         if (REPO / "tests" / "e2e") in item.path.parents:
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("ppo_trainer") and not HAS_PPO_TRAINER:
+            item.add_marker(pytest.mark.skip(reason=f"trl {TRL} has no PPOTrainer: .venv-ppo/bin/python -m pytest "
+                                                    "-m 'not slow' runs this test on trl 1.12"))
 
 
 # Tests that launch several processes run one at a time, on one pytest-xdist worker, and with the machine to
@@ -132,8 +171,9 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     env = {**START_ENV, **THREADS, **(env or {})}
     argv = [*launcher, str(REPO / script), *map(str, args)]
     one_process = not launcher or (len(launcher) == 1 and launcher[0].endswith(".py"))  # the spy launcher is one
-    if one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1" and warm_python().can_fork(env):
-        proc = warm_python().run(argv, cwd=cwd, env=env, timeout=timeout)
+    warm = warm_python(PPO_PYTHON if "ppo_trl_example" in script else sys.executable)
+    if one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1" and warm.can_fork(env):
+        proc = warm.run(argv, cwd=cwd, env=env, timeout=timeout)
     else:
         proc = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True,
                               timeout=timeout)
@@ -146,9 +186,10 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
 
 
 @functools.cache
-def warm_python() -> WarmPython:
-    """This pytest worker's warm interpreter, started on first use with the environment run_script gives a run."""
-    warm = WarmPython({**START_ENV, **THREADS}, Path(tempfile.mkdtemp(prefix="warm-python-")))
+def warm_python(python: str) -> WarmPython:
+    """This pytest worker's warm interpreter of `python`, started on first use with the environment run_script gives
+    a run."""
+    warm = WarmPython({**START_ENV, **THREADS}, Path(tempfile.mkdtemp(prefix="warm-python-")), python)
     atexit.register(warm.close)
     return warm
 
@@ -182,7 +223,7 @@ def fails_early(capfd, monkeypatch):
     def run(tmp_path: Path, *args, env: dict | None = None, script: str = "grpo_trl_example.py",
             in_process: bool = True, keep_stdout: bool = False) -> str:
         out = tmp_path / "out"
-        if not in_process:
+        if not in_process or ("ppo_trl_example" in script and not HAS_PPO_TRAINER):  # PPO goes on in .venv-ppo
             proc = run_script(script, *args, "--output_dir", out, cwd=tmp_path, env=env, check=False,
                               fresh=True)
             returncode, stderr = proc.returncode, proc.stderr
@@ -232,7 +273,7 @@ def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = T
     assert summary["world_size"] == 1 and summary["global_step"] == steps and summary["train_runtime"] > 0
     assert summary["distributed"]["mode"] == "single process" and len(summary["distributed"]["held_parameters"]) == 1
     assert f"distributed: single process, 1 process on {'cuda' if torch.cuda.is_available() else 'cpu'}" in stdout
-    assert summary["versions"]["trl"] == importlib.metadata.version("trl")  # 1.12.0, or 1.16 in .ci/run's GRPO check
+    assert summary["versions"]["trl"] == script_trl(summary["command"])
     assert summary["script_args"]["reward_funcs"] == ["accuracy"]
     # the device defaults: CPU and fp32 without a GPU; with one, the GPU, in bf16 where it has it
     gpu = torch.cuda.is_available()

@@ -99,12 +99,12 @@ serve(json.loads(sys.argv[1]), json.loads(sys.argv[2]))
 class WarmPython:
     """One warm interpreter, started with `env`; `run` forks a child of it per script run."""
 
-    def __init__(self, env: dict, workdir: Path):
-        self.env, self.workdir = dict(env), workdir
+    def __init__(self, env: dict, workdir: Path, python: str = sys.executable):
+        self.env, self.workdir, self.python = dict(env), workdir, python
         workdir.mkdir(parents=True, exist_ok=True)
         import_log = workdir / "imports.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", SERVER, json.dumps(IMPORTS), json.dumps(ATTRIBUTES)],
+            [python, "-c", SERVER, json.dumps(IMPORTS), json.dumps(ATTRIBUTES)],
             env={**self.env, "WARM_IMPORT_LOG": str(import_log)}, cwd=workdir, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -143,7 +143,7 @@ class WarmPython:
         stdout, stderr = out.read_text(errors="replace"), err.read_text(errors="replace")
         out.unlink()
         err.unlink()
-        return subprocess.CompletedProcess([sys.executable, *argv], returncode, stdout, stderr)
+        return subprocess.CompletedProcess([self.python, *argv], returncode, stdout, stderr)
 
     def readline(self, timeout: float) -> str:
         """The warm interpreter's next line, without its newline; TimeoutError after `timeout` seconds."""

@@ -20,7 +20,6 @@ def answer_of(prompt: str) -> str:
     return str(int(a) + int(b))
 
 
-@pytest.mark.newest_trl
 def test_default_task_outputs(tmp_path):
     out = tmp_path / "out"
     # a fresh process, as every other run in one process is not (tests/warm_python.py): what it prints is all its own
@@ -63,7 +62,6 @@ def test_default_task_outputs(tmp_path):
     assert model.generate(ids, max_new_tokens=2, do_sample=False).shape[1] > ids.shape[1]
 
 
-@pytest.mark.newest_trl
 def test_conversational_prompts_with_system_prompt(tmp_path, chat_model, addition_rows):
     """--system_prompt opens every conversation, in place of the system message some prompts already have; and a run
     that names its model without a recipe takes TRL's defaults, as TRL's own script does."""
@@ -148,7 +146,6 @@ def test_yaml_config_and_cli_override(tmp_path):
     assert all(-1.0 <= r["overlong"] < 0 for r in rows)
 
 
-@pytest.mark.newest_trl
 def test_lora_saves_an_adapter(tmp_path):
     """--use_peft saves the adapter alone, trained, and reproducibly: the adapter's random initialisation is seeded
     (GRPOTrainer builds it before Trainer seeds), so two runs with one --seed save the same weights."""
@@ -203,7 +200,6 @@ def test_unknown_reward_is_a_clear_error(tmp_path, fails_early):
         "or give a dotted path like my_rewards.my_fn")
 
 
-@pytest.mark.newest_trl
 def test_default_run_learns(tmp_path):
     """The default run (seed 42): the mean reward over the last 20% of logged steps beats the first 20%, and held-out
     pass@1 and greedy accuracy on the test split improve, as the closing summary says.

@@ -31,7 +31,6 @@ def kill_after(script: str, args: list, out, checkpoint: int, logged: int, cwd) 
     proc.wait()
 
 
-@pytest.mark.newest_trl
 def test_grpo_kill_and_resume(tmp_path):
     """With reused generations (--num_iterations 2: new completions at odd steps, reused at even ones), from the
     checkpoint of step 10, where a generation begins."""

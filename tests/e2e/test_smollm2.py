@@ -182,7 +182,7 @@ ON_TWO_PROCESSES = {"grpo/config_chat_addition", "ppo/config_chat_addition_lora"
 
 def recipe_case(recipe: Path):
     name = f"{recipe.parent.name}/{recipe.stem}"
-    marks = [pytest.mark.newest_trl] * (recipe.parent.name == "grpo") + [MULTIPROCESS] * (name in ON_TWO_PROCESSES)
+    marks = [MULTIPROCESS] * (name in ON_TWO_PROCESSES)
     return pytest.param(recipe, name in ON_TWO_PROCESSES, marks=marks, id=name)
 
 

@@ -183,7 +183,6 @@ def test_bundled_tool_model_renders_and_parses_tool_calls():
     assert calculator(expression) == row["answer"]
 
 
-@pytest.mark.newest_trl
 def test_a_conversation_is_logged_as_the_text_the_model_saw():
     """completions.jsonl's prompt and completion as trl 1.12 logs them, the ids decoded without special tokens,
     whether trl hands the script text (1.12) or messages (1.13 on): the prompt with the tools it showed, then the
@@ -334,7 +333,6 @@ def test_tools_with_two_processes(tmp_path):
     assert all("tools/call_frequency" in m for m in read_jsonl(out / "metrics.jsonl"))
 
 
-@pytest.mark.newest_trl
 def test_an_environment_of_your_own(tmp_path):
     """--environment_factory my_envs.Counter: one instance per rollout, reset with the dataset row before each
     episode, and its public methods offered as tools next to --tools."""

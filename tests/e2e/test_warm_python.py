@@ -2,6 +2,7 @@
 does."""
 
 import subprocess
+import sys
 
 import pytest
 from conftest import START_ENV, THREADS, run_script, warm_python
@@ -34,7 +35,7 @@ def test_a_forked_run_is_a_fresh_run(tmp_path, how, monkeypatch):
     env = {"PROBE": "yes", "PYTHONPATH": str(tmp_path / "lib")}
     fresh, forked = (run_script("probe.py", how, cwd=tmp_path, env=env, check=False, fresh=fresh)
                      for fresh in (True, False))
-    assert warm_python().can_fork({**START_ENV, **THREADS, **env})
+    assert warm_python(sys.executable).can_fork({**START_ENV, **THREADS, **env})
     assert forked.returncode == fresh.returncode == (0 if how == "ok" else 1)
     assert forked.stdout == fresh.stdout
     assert forked.stdout.startswith('{"argv": ["%s"], "path0": true, "cwd": "%s", "name": "__main__", "threads": 1'
@@ -44,7 +45,7 @@ def test_a_forked_run_is_a_fresh_run(tmp_path, how, monkeypatch):
 
 
 def test_what_libraries_read_on_import_gets_a_fresh_process():
-    warm = warm_python()
+    warm = warm_python(sys.executable)
     assert warm.can_fork({**warm.env, "SPY_FILE": "x"})
     assert not warm.can_fork({**warm.env, "OMP_NUM_THREADS": "2"})
     assert not warm.can_fork({**warm.env, "TRANSFORMERS_VERBOSITY": "info"})

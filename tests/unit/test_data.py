@@ -5,24 +5,24 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from conftest import ADDITION, write_jsonl
+from conftest import ADDITION, ALGOS, ppo_script, write_jsonl
 
 import grpo_trl_example
-import ppo_trl_example
 from extras import cli
 from rewards import accuracy_reward
 
 ROWS = [{"prompt": f"{a}+{a}=", "answer": str(2 * a)} for a in range(6)]
 
 
-@pytest.fixture(params=[grpo_trl_example, ppo_trl_example], ids=["grpo", "ppo"])
+@pytest.fixture(params=ALGOS)
 def load(request):
     """The script's load_prompts with its defaults, keyword arguments overriding them."""
     def load(dataset_name, **kwargs):
         args = {"dataset_name": str(dataset_name), "dataset_config": None, "dataset_train_split": "train",
                 "dataset_test_split": "test", "dataset_prompt_column": "prompt", "dataset_answer_column": None,
                 "system_prompt": None, **kwargs}
-        return request.param.load_prompts(SimpleNamespace(**args))
+        script = grpo_trl_example if request.param == "grpo" else ppo_script()
+        return script.load_prompts(SimpleNamespace(**args))
 
     return load
 

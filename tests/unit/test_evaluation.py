@@ -123,7 +123,6 @@ def test_generation_batches_follow_per_device_eval_batch_size(batch_size, num_sa
     assert seen == prompts_per_call and len(texts) == 5 and {len(t) for t in texts} == {num_samples}
 
 
-@pytest.mark.newest_trl
 def test_grpo_keeps_a_completion_up_to_its_first_stop_token():
     """GRPOTrainer's mask keeps a completion up to and including its first stop token: the tokenizer's eos on trl
     1.12, any eos id of the model's generation config from trl 1.14."""
@@ -133,6 +132,7 @@ def test_grpo_keeps_a_completion_up_to_its_first_stop_token():
     assert up_to_first(None)([5, 0, 6]) == [5, 0, 6]  # GRPO keeps a pad token the model wrote
 
 
+@pytest.mark.ppo_trainer
 def test_ppo_ends_a_completion_where_ppo_trainer_does():
     """PPO's rule (`ppo_sampling`) also cuts at its first pad, which GRPO keeps."""
     from extras.ppo import sampling as ppo_sampling

@@ -14,11 +14,12 @@ from dataclasses import asdict, fields
 
 import pytest
 import yaml
+from conftest import ALGOS, ppo_script
 
 import grpo_trl_example as grpo
-import ppo_trl_example as ppo
 from extras import cli
 
+ppo = ppo_script()
 SCRIPTS = {"grpo": grpo, "ppo": ppo}
 AUDITED = {"grpo": "a3c1dd1e451a", "ppo": "52e8faa08f60"}  # sha256 of the acting fields, sorted and space-joined
 
@@ -33,7 +34,7 @@ def refused(name: str) -> dict[str, str]:
             **SCRIPTS[name].REFUSED}
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_every_option_is_audited(name):
     assert set(refused(name)) <= all_fields(name), set(refused(name)) - all_fields(name)
     acting = sorted(all_fields(name) - set(refused(name)))
@@ -43,7 +44,7 @@ def test_every_option_is_audited(name):
         f"not read (extras/cli.py's UNREAD, or the script's REFUSED), then update AUDITED. Acting now: {acting}")
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_each_refused_option_is_refused_when_set(name):
     parser = SCRIPTS[name].make_parser()
     defaults = vars(parser.parse_known_args([])[0])
@@ -72,7 +73,8 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("name, flags, keys, option", REFUSED)
+@pytest.mark.parametrize("name, flags, keys, option", [pytest.param(*case, marks=pytest.mark.ppo_trainer)
+                                                       if case[0] == "ppo" else case for case in REFUSED])
 def test_refused_from_a_flag_a_recipe_key_or_both(tmp_path, name, flags, keys, option):
     argv = [str(a) for k, v in flags.items() for a in (f"--{k}", v)]
     if keys:
@@ -82,6 +84,7 @@ def test_refused_from_a_flag_a_recipe_key_or_both(tmp_path, name, flags, keys, o
         cli.parse(SCRIPTS[name].make_parser(not keys), SCRIPTS[name].REFUSED, argv)
 
 
+@pytest.mark.ppo_trainer
 def test_ppo_accepts_the_options_its_trainer_reads(tmp_path):
     """PPOTrainer trains num_train_epochs x the dataset's prompts when total_episodes is unset, and gathers ZeRO-3's
     weights for generation unless ds3_gather_for_generation is false: both act, as a flag or a recipe key."""
@@ -92,13 +95,14 @@ def test_ppo_accepts_the_options_its_trainer_reads(tmp_path):
         assert (training_args.ds3_gather_for_generation, training_args.num_train_epochs) == (False, 1)
 
 
+@pytest.mark.ppo_trainer
 @pytest.mark.parametrize("option", ["batch_size", "world_size"])
 def test_ppo_refuses_what_its_trainer_computes_saying_so(option):
     with pytest.raises(SystemExit, match=f"--{option} is not supported here: PPOConfig's trainer computes it "):
         cli.parse(ppo.make_parser(), ppo.REFUSED, [f"--{option}", "3"])
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_a_recipe_of_acting_options_is_not_refused(tmp_path, name):
     """A recipe that sets options that act, one from each of the three dataclasses, runs, and its values arrive."""
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({"learning_rate": 1e-5, "lora_r": 4, "system_prompt": "Hi."}))
@@ -112,7 +116,7 @@ def resolved(parsed) -> list[dict]:
     return [{f.name: getattr(args, f.name) for f in fields(args)} for args in parsed]
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_the_default_run_is_its_recipe(name, monkeypatch, tmp_path):
     """A run without --config is `--config recipes/tiny/<algo>.yaml` from the repository root (its paths then
     relative), and a recipe replaces the default run's settings rather than adding to them."""
@@ -135,7 +139,7 @@ def test_the_default_run_is_its_recipe(name, monkeypatch, tmp_path):
     assert training_args.learning_rate != plain[1]["learning_rate"]  # TRL's default, not the tiny model's
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_typing_each_option_of_the_default_recipe_changes_nothing(name, monkeypatch, tmp_path):
     """Every option of the default recipe typed as a flag at the recipe's own value gives the trainer the
     configuration the default run gives it: a value acts the same whether it was typed or came from the recipe.
@@ -163,7 +167,7 @@ def test_typing_each_option_of_the_default_recipe_changes_nothing(name, monkeypa
     assert typed and configs[0] == configs[1]
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_a_default_never_depends_on_the_disk(name, tmp_path, monkeypatch):
     """The default run's settings are the same before and after its output folder, or the bundled model's, exists:
     the model and data resolve from the script's folder whether they are there or not, and `output_dir` stays as
@@ -206,7 +210,7 @@ MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 @pytest.mark.parametrize("argv, yaml_text, message", MISTAKES)
 def test_every_mistake_is_one_sentence(tmp_path, capsys, name, argv, yaml_text, message):
     """A mistyped option, a bad value, a broken recipe: one `error:` line, naming the nearest valid option where
@@ -221,7 +225,7 @@ def test_every_mistake_is_one_sentence(tmp_path, capsys, name, argv, yaml_text, 
     assert "\n" not in str(stop.value.code) and capsys.readouterr() == ("", "")
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_help_starts_with_the_scripts_own_options(name, capsys):
     """--help: a one-line usage naming --config, a pointer to docs/options.md, the script's own options before TRL's,
     and none of the refused options."""
@@ -234,7 +238,7 @@ def test_help_starts_with_the_scripts_own_options(name, capsys):
     assert [option for option in refused(name) if f"--{option} " in text] == []
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_the_documented_defaults_are_the_scripts(name):
     """docs/options.md's table for each script gives the defaults a run without flags gets on this machine, for every
     row that names one flag and one value. Activation checkpointing's default depends on the machine, for both
@@ -266,7 +270,7 @@ def test_the_documented_defaults_are_the_scripts(name):
     assert checked >= 8
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_a_recipe_may_give_one_value_for_a_list(tmp_path, name):
     """`reward_funcs: accuracy` in a recipe is the list [accuracy], not the characters of "accuracy"; ModelConfig
     keeps `lora_target_modules: all-linear` as peft's shorthand."""
@@ -276,7 +280,7 @@ def test_a_recipe_may_give_one_value_for_a_list(tmp_path, name):
     assert script_args.reward_funcs == ["accuracy"] and model_args.lora_target_modules == "all-linear"
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_help_shows_what_a_user_sets_first_on_its_first_screen(name, capsys):
     """--config, the model, the data, the output folder and the script's own options come first; an option whose
     default here is not TRL's (the default run's recipe) shows TRL's beside it, as TRL's help text speaks of TRL's."""
@@ -290,7 +294,7 @@ def test_help_shows_what_a_user_sets_first_on_its_first_screen(name, capsys):
     assert f"AdamW. (TRL's default: {'1e-06' if name == 'grpo' else '3e-06'}) (default: 0.0003)" in words
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", ALGOS)
 def test_config_with_an_equals_sign(tmp_path, name):
     (tmp_path / "recipe.yaml").write_text("seed: 7\n")
     _, training_args, _ = cli.parse(SCRIPTS[name].make_parser(False), SCRIPTS[name].REFUSED,

@@ -6,10 +6,9 @@ import shutil
 from types import SimpleNamespace
 
 import pytest
-from conftest import TINY_MODEL
+from conftest import ALGOS, TINY_MODEL, ppo_script
 
 import grpo_trl_example as grpo
-import ppo_trl_example as ppo
 
 # dtype, --use_peft, --lora_modules_to_save, DeepSpeed, (GRPO stops, PPO stops)
 CASES = [
@@ -24,9 +23,17 @@ CASES = [
 ]
 
 
+def check_precision(algo, model_args, training_args, path):
+    if algo == "grpo":
+        grpo.check_precision(model_args, training_args)
+    else:
+        ppo_script().check_precision(model_args, training_args, path, False)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("dtype, peft, modules_to_save, deepspeed, stops", CASES)
 def test_a_run_that_would_train_half_precision_weights_stops_before_loading(tmp_path, monkeypatch, dtype, peft,
-                                                                            modules_to_save, deepspeed, stops):
+                                                                            modules_to_save, deepspeed, stops, algo):
     path = TINY_MODEL
     if dtype == "auto-bf16":
         path = tmp_path / "bf16-model"
@@ -38,28 +45,24 @@ def test_a_run_that_would_train_half_precision_weights_stops_before_loading(tmp_
     model_args = SimpleNamespace(dtype=dtype, use_peft=peft, lora_modules_to_save=modules_to_save,
                                  model_name_or_path=str(path), model_revision="main")
     training_args = SimpleNamespace(deepspeed=None, trust_remote_code=False)
-    for check, stop in [(lambda: grpo.check_precision(model_args, training_args), stops[0]),
-                        (lambda: ppo.check_precision(model_args, training_args, str(path), False), stops[1])]:
-        if stop:
-            with pytest.raises(SystemExit, match=r"rounds most updates away: use --dtype float32"):
-                check()
-        else:
-            check()
+    if stops[algo == "ppo"]:
+        with pytest.raises(SystemExit, match=r"rounds most updates away: use --dtype float32"):
+            check_precision(algo, model_args, training_args, str(path))
+    else:
+        check_precision(algo, model_args, training_args, str(path))
 
 
-def test_no_bundled_recipe_trains_half_precision_weights():
+@pytest.mark.parametrize("algo", ALGOS)
+def test_no_bundled_recipe_trains_half_precision_weights(algo):
     """Every recipe, as its script parses it: none holds trained weights in bf16 under a plain optimizer."""
     from conftest import REPO
 
     from extras import cli
 
+    script = grpo if algo == "grpo" else ppo_script()
     for recipe in sorted(REPO.glob("recipes/*/*/*.yaml")) + sorted(REPO.glob("recipes/tiny/*.yaml")):
-        script = ppo if "/ppo/" in str(recipe) or recipe.name == "ppo.yaml" else grpo
-        if recipe.name == "tools.yaml":
-            continue  # the tiny tool task: fp32, as the tiny recipes
+        if ("/ppo/" in str(recipe) or recipe.name == "ppo.yaml") != (algo == "ppo") or recipe.name == "tools.yaml":
+            continue  # the other script's; tools.yaml, the tiny tool task, is fp32 as the tiny recipes
         _, training_args, model_args = cli.parse(script.make_parser(False), script.REFUSED, ["--config", str(recipe)])
         assert model_args.dtype != "auto", recipe  # "auto" would need the hub to tell
-        if script is grpo:
-            grpo.check_precision(model_args, training_args)
-        else:
-            ppo.check_precision(model_args, training_args, "unused: the dtype is named", False)
+        check_precision(algo, model_args, training_args, "unused: the dtype is named")

@@ -7,9 +7,10 @@ code (issue 47).
 
 import ast
 import io
+import re
 import tokenize
 
-from conftest import REPO
+from conftest import REPO, script_header
 
 SCRIPTS = ["grpo_trl_example.py", "ppo_trl_example.py"]
 
@@ -62,3 +63,18 @@ def test_compressed_constructs_are_found():
 def test_the_scripts_and_extras_say_one_thing_per_statement():
     files = [*SCRIPTS, "rewards.py", *(str(p.relative_to(REPO)) for p in sorted((REPO / "extras").glob("*.py")))]
     assert {name: found for name in files if (found := compressed((REPO / name).read_text()))} == {}
+
+
+def test_each_script_declares_what_it_runs_on_and_both_agree_with_the_requirements():
+    """`uv run SCRIPT` installs the header (tests/e2e/test_uv_run.py runs it); setup.sh installs it beside
+    requirements.txt, whose lines down to its tools are what both scripts run on, but trl."""
+    from packaging.requirements import Requirement
+
+    lines = (REPO / "requirements.txt").read_text().split("\n# The repository's tools\n")[0].splitlines()
+    shared = {str(Requirement(line)) for line in lines if line.strip() and not line.startswith("#")}
+    for script in SCRIPTS:
+        checked = re.search(r'^(?:GRPO|PPO)_TRL = "(.+)"$', (REPO / script).read_text(), re.M)[1]  # the check at start
+        own = {f"trl=={checked}"} | ({"requests>=2.31"} if script.startswith("ppo") else set())  # trl 1.12 needs it
+        declared = {str(Requirement(d)) for d in script_header(script)["dependencies"]}
+        assert declared == shared | own, script
+        assert script_header(script)["requires-python"] == ">=3.11"  # trl 1.15 and later need it

@@ -1,4 +1,4 @@
-"""Every private corner of trl 1.12 / transformers that the scripts and extras rely on, each checked directly, so
+"""Every private corner of trl (1.16 for GRPO, 1.12 for PPO: docs/versions.md) and transformers that the scripts and
 that an upgrade that changes one fails here, loudly and by name, instead of somewhere deep in a training run. None
 has a public equivalent in these versions; where one appears, the corner goes.
 
@@ -34,7 +34,7 @@ import inspect
 
 import model_zoo
 import pytest
-from conftest import CHAT_TEMPLATE
+from conftest import ALGOS, CHAT_TEMPLATE
 
 from extras.evaluation import prompt_token_ids
 
@@ -65,7 +65,6 @@ def grpo_trainer(tmp_path_factory):
     return trainer, tokenizer
 
 
-@pytest.mark.newest_trl
 def test_grpo_logs_hold_the_last_generation_batch(grpo_trainer):
     trainer, _ = grpo_trainer
     trainer.train()
@@ -76,7 +75,6 @@ def test_grpo_logs_hold_the_last_generation_batch(grpo_trainer):
     assert list(logs["extra"]["number"]) == [0, 1, 2, 3]  # one entry per completion, in the same order
 
 
-@pytest.mark.newest_trl
 @pytest.mark.parametrize("prompt", ["3+4=", [{"role": "user", "content": "3+4="}]], ids=["plain", "chat"])
 def test_eval_tokenizes_prompts_as_grpo_does(grpo_trainer, prompt):
     """The held-out evaluation and GRPOTrainer give the model the same ids, BOS included for plain text."""
@@ -87,6 +85,7 @@ def test_eval_tokenizes_prompts_as_grpo_does(grpo_trainer, prompt):
         assert trained_ids[0] == tokenizer.bos_token_id
 
 
+@pytest.mark.ppo_trainer
 def test_saving_reads_an_attribute_only_trainer_init_sets():
     """PPOTrainer skips Trainer.__init__, which sets is_distributed_loading_by_transformers; saving reads it. If
     Trainer stops reading it, or PPOTrainer starts setting it, the class attribute in ppo_trl_example can go."""
@@ -101,6 +100,7 @@ def test_saving_reads_an_attribute_only_trainer_init_sets():
     assert ppo_trl_example.PPOTrainerWithRewardLogs.is_distributed_loading_by_transformers is False
 
 
+@pytest.mark.ppo_trainer
 def test_get_reward_reads_the_backbone_by_base_model_prefix_and_the_score_head():
     """RewardAdapter has no weights; get_reward must still reach it through these two names
     (tests/e2e/test_ppo.py checks the scores it gives through get_reward)."""
@@ -119,6 +119,7 @@ def ppo_source(name: str) -> str:
     return inspect.getsource(getattr(PPOTrainer, name))
 
 
+@pytest.mark.ppo_trainer
 def test_ppo_draws_batches_from_its_dataloaders_and_scores_with_the_batch_width():
     """PromptWidths: the loop draws each rollout from self.dataloader (read when train() starts), the sample tables
     from self.eval_dataloader, and each hands get_reward the batch's width as the prompt width."""
@@ -130,6 +131,7 @@ def test_ppo_draws_batches_from_its_dataloaders_and_scores_with_the_batch_width(
         assert "reward_model, postprocessed_query_response, processing_class.pad_token_id, context_length" in source
 
 
+@pytest.mark.ppo_trainer
 def test_ppo_loop_never_reads_should_training_stop_and_saves_through_save_checkpoint():
     """StopWhenAsked raises from on_step_end, after which the loop would save: PPOTrainerWithRewardLogs.train saves
     through the same Trainer._save_checkpoint. If the loop learns to stop, the callback can go."""
@@ -142,10 +144,12 @@ def test_ppo_loop_never_reads_should_training_stop_and_saves_through_save_checkp
     assert list(inspect.signature(Trainer._save_checkpoint).parameters) == ["self", "model", "trial"]
 
 
+@pytest.mark.ppo_trainer
 def test_ppo_prints_its_one_line_through_accelerator_print():
     assert 'accelerator.print("===training policy===")' in ppo_source("train")
 
 
+@pytest.mark.ppo_trainer
 def test_ppo_prepares_the_reward_model_for_deepspeed_through_the_module_global():
     """adapter_outside_deepspeed swaps trl.experimental.ppo.ppo_trainer.prepare_deepspeed: PPOTrainer.__init__ must
     look it up there, at call time."""
@@ -164,6 +168,7 @@ def test_resume_loads_through_trainer_load_from_checkpoint_which_reads_trainer_m
     assert list(inspect.signature(Trainer._load_rng_state).parameters) == ["self", "checkpoint"]
 
 
+@pytest.mark.ppo_trainer
 def test_resume_shows_sample_tables_through_generate_completions_and_its_frequency():
     """extras/ppo.Resumed sets sample_generations_freq to 1 and filters generate_completions by the whole run's step."""
     train = ppo_source("train")
@@ -171,12 +176,13 @@ def test_resume_shows_sample_tables_through_generate_completions_and_its_frequen
     assert "self.generate_completions(sampling=True)" in train
 
 
-def test_trainers_write_a_model_card_at_each_checkpoint_through_create_model_card():
+@pytest.mark.parametrize("algo", ALGOS)
+def test_trainers_write_a_model_card_at_each_checkpoint_through_create_model_card(algo):
     """outputs.tidy replaces create_model_card on the trainer: both trainers call it by that name when saving."""
     from trl import GRPOTrainer
 
-    assert "self.create_model_card(" in ppo_source("_save_checkpoint")
-    assert "self.create_model_card(" in inspect.getsource(GRPOTrainer)
+    source = inspect.getsource(GRPOTrainer) if algo == "grpo" else ppo_source("_save_checkpoint")
+    assert "self.create_model_card(" in source
 
 
 def test_resume_puts_its_callback_first_in_the_handlers_list():
