@@ -5,8 +5,12 @@
     python benchmarks/recipe_seeds.py --config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml \
         --seeds 1 --variant lr3e-5 "--learning_rate 3e-5" --variant lora "--use_peft --learning_rate 2e-4" \
         --parallel 2 --threads 1
+    python benchmarks/recipe_seeds.py --config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml \
+        --seeds 1 2 3 --python trl-1.12 .venv-ppo/bin/python --python trl-1.16 .venv/bin/python --parallel 2 --threads 1
 
-Each run is `python <script> --config <recipe> --seed S <variant flags>`, from the repo root, offline. The table gives
+Each run is `python <script> --config <recipe> --seed S <variant flags>`, from the repo root, offline; with
+`--python NAME PATH`, each variant runs under each interpreter named (two environments side by side: the same seed's
+runs are next to each other in the queue, so that with --parallel 2 they share the machine alike). The table gives
 per run: held-out pass@1 (sampled as training samples) and greedy accuracy before and after training, the pass@1
 gain, the gain per minute of the whole run (start-up and evaluation included), the training reward over the first
 and last 20% of logged steps, the wall time and the peak RSS; then mean, sd, min and max over seeds per variant.
@@ -48,12 +52,12 @@ def outputs_of(config: Path) -> Path:
     return RUNS / "-".join(config.parts[-3:]).removesuffix(".yaml")
 
 
-def run(config: Path, variant: str, flags: list[str], seed: int, threads: int) -> dict:
+def run(config: Path, variant: str, flags: list[str], python: str, seed: int, threads: int) -> dict:
     out = outputs_of(config) / f"{variant}-seed{seed}"
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, script_of(config), "--config", repo_relative(config), "--seed", str(seed),
+    cmd = [python, script_of(config), "--config", repo_relative(config), "--seed", str(seed),
            "--output_dir", repo_relative(out), *flags]
-    command = shlex.join(["python", *cmd[1:]])
+    command = shlex.join(["python" if python == sys.executable else python, *cmd[1:]])
     done = out / "run.json"  # a finished run is not run again: an interrupted sweep resumes where it stopped
     if done.exists() and json.loads(done.read_text())["command"] == command:
         return json.loads(done.read_text())
@@ -68,7 +72,8 @@ def run(config: Path, variant: str, flags: list[str], seed: int, threads: int) -
             "gain": after["pass@1"] - before["pass@1"], "gain/min": (after["pass@1"] - before["pass@1"]) / wall * 60,
             "greedy before": before["greedy_accuracy"], "greedy after": after["greedy_accuracy"],
             "reward first": summary["reward_first_20pct"], "reward last": summary["reward_last_20pct"],
-            "wall s": wall, "train s": summary["train_runtime"], "peak RSS MiB": peak}
+            "wall s": wall, "train s": summary["train_runtime"],
+            "step s": summary["train_runtime"] / summary["global_step"], "peak RSS MiB": peak}
     done.write_text(json.dumps(result, indent=2) + "\n")
     return result
 
@@ -121,12 +126,20 @@ def main():
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--variant", nargs=2, action="append", metavar=("NAME", "FLAGS"),
                         help="a named set of extra flags; repeat for a sweep (default: the recipe as it is)")
+    parser.add_argument("--python", nargs=2, action="append", metavar=("NAME", "PATH"),
+                        help="an interpreter to run each variant under, e.g. another environment's; repeat to compare")
     parser.add_argument("--parallel", type=int, default=1, help="runs at a time")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
     args = parser.parse_args()
     config = args.config.resolve()
     variants = [(name, shlex.split(flags)) for name, flags in args.variant or [("recipe", "")]]
-    jobs = [(name, flags, seed) for name, flags in variants for seed in args.seeds]
+    pythons = args.python or [(None, sys.executable)]
+    jobs = []
+    for seed in args.seeds:  # the same seed's runs next to each other
+        for name, flags in variants:
+            for env, python in pythons:
+                label = name if env is None else f"{env}-{name}" if args.variant else env
+                jobs.append((label, flags, python, seed))
     rate = matmul_gflops(args.threads)
     print(f"{len(jobs)} runs of {repo_relative(config)}, {args.parallel} at a time, {args.threads} thread(s) each; "
           f"fp32 matmul {rate:.0f} GFLOP/s on {args.threads} thread(s)", flush=True)
