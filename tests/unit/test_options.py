@@ -4,7 +4,8 @@ The scripts parse every field of TRL's configs (GRPOConfig / PPOConfig include t
 of ModelConfig and of their own arguments. Those that would train silently wrong are each script's REFUSED, with
 a reason; those the trainer never reads, or computes itself, are extras/cli.py's UNREAD and COMPUTED, checked
 against the trainers' source by test_option_audit.py; every other one was checked to act (trl 1.12.0, transformers
-5.23: the audit read the trainers' code paths and ran the doubtful ones). AUDITED holds a digest of the acting fields
+5.23: the audit read the trainers' code paths and ran the doubtful ones; trl 1.16.0, GRPO's now, has the same GRPOConfig
+fields, and test_option_audit.py passes on it). AUDITED holds a digest of the acting fields
 so audited: an upgrade that adds, removes or renames a field fails test_every_option_is_audited until the field is
 sorted, and the digest updated.
 """
