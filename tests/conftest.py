@@ -31,9 +31,10 @@ ADDITION = REPO / "assets" / "addition"
 SMOLLM2 = REPO / "assets" / "SmolLM2-135M-Instruct"  # where assets/convert_gguf.py puts it
 
 # Each script runs on its own trl (docs/versions.md): GRPO on this environment's, PPO on trl 1.12, the last release with
-# PPOTrainer. In setup.sh's .venv, with the newest trl, a PPO run goes on in .venv-ppo: the script re-executes itself
-# there (a run in a subprocess), or run_script's warm interpreter for PPO starts there. Tests that import PPOTrainer
-# into this process are marked `ppo_trainer` and skip here: `.venv-ppo/bin/python -m pytest -m "not slow"` runs them.
+# PPOTrainer. In setup.sh's .venv, with the newest trl, run_script runs PPO with .venv-ppo's python, as the script does
+# itself when a user runs it from .venv (tests/e2e/test_versions.py runs that path, alone and under a launcher). Tests
+# that import PPOTrainer into this process are marked `ppo_trainer` and skip here: `.venv-ppo/bin/python -m pytest -m
+# "not slow"` runs them.
 TRL = importlib.metadata.version("trl")
 HAS_PPO_TRAINER = tuple(map(int, TRL.split(".")[:2])) < (1, 13)  # TRL removed it in 1.13
 PPO_PYTHON = sys.executable if HAS_PPO_TRAINER else str(REPO / ".venv-ppo" / "bin" / "python")
@@ -171,12 +172,12 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     env = {**START_ENV, **THREADS, **(env or {})}
     argv = [*launcher, str(REPO / script), *map(str, args)]
     one_process = not launcher or (len(launcher) == 1 and launcher[0].endswith(".py"))  # the spy launcher is one
-    warm = warm_python(PPO_PYTHON if "ppo_trl_example" in script else sys.executable)
+    python = PPO_PYTHON if "ppo_trl_example" in script else sys.executable  # tests/e2e/test_versions.py: the other
+    warm = warm_python(python)
     if one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1" and warm.can_fork(env):
         proc = warm.run(argv, cwd=cwd, env=env, timeout=timeout)
     else:
-        proc = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run([python, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         # A launcher's traceback fills the end of stderr; a process's own fatal error can sit far above it.
         fatal = [line for line in proc.stderr.splitlines() if line.startswith(FATAL)]

@@ -5,16 +5,16 @@ as its script checks them, so that the GPU's minutes go to the runs and not to a
 import os
 import shlex
 import subprocess
-import sys
 
-from conftest import REPO
+from conftest import PPO_PYTHON, REPO
 
 # What the rehearsal runs (DRY=1: no GPU-only run, and no SmolLM2 without .gpu/), by output folder
 REHEARSED = {"grpo_default", "grpo_default_fp32", "ppo_default", "qwen_grpo_lora", "qwen_ppo_lora", "qwen_grpo_full"}
 
 
 def test_the_gpu_check_imports_and_checks_every_run_before_it_starts(tmp_path):
-    env = {**os.environ, "DRY": "1", "SKIP_INSTALL": "1", "STOP_AFTER": "args", "PY": sys.executable,
+    # The check installs trl 1.12 for both scripts (benchmarks/gpu/prepare.sh): its rehearsal runs on .venv-ppo's
+    env = {**os.environ, "DRY": "1", "SKIP_INSTALL": "1", "STOP_AFTER": "args", "PY": PPO_PYTHON,
            "W": str(tmp_path), "G": str(tmp_path / "nothing-carried")}
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu" / "check.sh")], env=env, capture_output=True,
                           text=True, timeout=300)
@@ -33,7 +33,7 @@ def test_the_gpu_check_stops_at_a_run_its_script_would_refuse(tmp_path):
     runs = tmp_path / "planned.txt"
     runs.write_text("grpo_trl_example.py --max_steps 1\ngrpo_trl_example.py --learning_rte 1e-5\n"
                     "ppo_trl_example.py --logging_steps 1\n")
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu" / "args_check.py"), str(runs)],
+    proc = subprocess.run([PPO_PYTHON, str(REPO / "benchmarks" / "gpu" / "args_check.py"), str(runs)],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 1
     ok, typo, why_typo, unread, why_unread = proc.stdout.splitlines()
