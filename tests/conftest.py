@@ -172,10 +172,9 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     env = {**START_ENV, **THREADS, **(env or {})}
     argv = [*launcher, str(REPO / script), *map(str, args)]
     one_process = not launcher or (len(launcher) == 1 and launcher[0].endswith(".py"))  # the spy launcher is one
-    python = PPO_PYTHON if "ppo_trl_example" in script else sys.executable  # tests/e2e/test_versions.py: the other
-    warm = warm_python(python)
-    if one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1" and warm.can_fork(env):
-        proc = warm.run(argv, cwd=cwd, env=env, timeout=timeout)
+    python = PPO_PYTHON if "ppo_trl_example" in script else sys.executable  # each script's own environment
+    if one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1" and warm_python(python).can_fork(env):
+        proc = warm_python(python).run(argv, cwd=cwd, env=env, timeout=timeout)
     else:
         proc = subprocess.run([python, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
