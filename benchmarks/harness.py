@@ -150,3 +150,25 @@ def matmul_gflops(threads: int = 0, size: int = 2048, repeats: int = 10) -> floa
     seconds = time.perf_counter() - start
     torch.set_num_threads(before)
     return 2 * size**3 * repeats / seconds / 1e9
+
+
+def seeds_table(rows: list[dict], group: str, stats: tuple[str, ...] = ("mean", "sd")) -> str:
+    """Markdown: a row per run (its `group` and seed, then every other key but the command), and for each group of
+    more than one run a row per statistic over its runs; a missing value (None) is "-"."""
+    functions = {"mean": statistics.mean, "sd": statistics.stdev, "min": min, "max": max}
+    keys = [k for k in rows[0] if k not in (group, "seed", "command")]
+
+    def cell(value) -> str:
+        return "-" if value is None else f"{value:.3f}" if abs(value) < 100 else f"{value:.0f}"
+
+    lines = [f"| {group} | seed | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
+    for name in dict.fromkeys(r[group] for r in rows):
+        mine = [r for r in rows if r[group] == name]
+        lines += [f"| {name} | {r['seed']} | " + " | ".join(cell(r[k]) for k in keys) + " |" for r in mine]
+        if len(mine) > 1:
+            for stat in stats:
+                columns = [[r[k] for r in mine] for k in keys]
+                lines.append(f"| {name} | {stat} | " + " | ".join(
+                    cell(None if None in column else functions[stat](column)) for column in columns) + " |")
+    return "\n".join(lines)
+

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
-from harness import OUTPUTS, REPO, matmul_gflops, repo_relative, run_logged
+from harness import OUTPUTS, REPO, matmul_gflops, repo_relative, run_logged, seeds_table
 
 RUNS = REPO / OUTPUTS / "recipe_seeds"
 SCRIPTS = {"grpo": "grpo_trl_example.py", "ppo": "ppo_trl_example.py"}
@@ -76,21 +76,6 @@ def run(config: Path, variant: str, flags: list[str], python: str, seed: int, th
             "step s": summary["train_runtime"] / summary["global_step"], "peak RSS MiB": peak}
     done.write_text(json.dumps(result, indent=2) + "\n")
     return result
-
-
-def table(rows: list[dict]) -> str:
-    keys = [k for k in rows[0] if k not in ("variant", "seed", "command")]
-    lines = ["| variant | seed | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
-    for variant in dict.fromkeys(r["variant"] for r in rows):
-        mine = [r for r in rows if r["variant"] == variant]
-        lines += [f"| {variant} | {r['seed']} | " + " | ".join(f"{r[k]:.3f}" if abs(r[k]) < 100 else f"{r[k]:.0f}"
-                                                               for k in keys) + " |" for r in mine]
-        if len(mine) > 1:
-            for name, stat in [("mean", statistics.mean), ("sd", statistics.stdev), ("min", min), ("max", max)]:
-                values = [stat([r[k] for r in mine]) for k in keys]
-                lines.append(f"| {variant} | {name} | " + " | ".join(
-                    f"{v:.3f}" if abs(v) < 100 else f"{v:.0f}" for v in values) + " |")
-    return "\n".join(lines)
 
 
 def figure(rows: list[dict], path: Path, title: str) -> None:
@@ -158,8 +143,9 @@ def main():
     path.write_text(json.dumps({"recipe": yaml.safe_load(config.read_text()), "matmul_gflops": rate,
                                 "threads": args.threads, "parallel": args.parallel, "runs": results}, indent=2) + "\n")
     figure(results, path.with_suffix(".png"), f"{repo_relative(config)}, {len(args.seeds)} seed(s) per variant")
+    table = seeds_table(results, "variant", ("mean", "sd", "min", "max"))
     print(f"\nfp32 matmul {rate:.0f} GFLOP/s on {args.threads} thread(s); {args.parallel} run(s) at a time\n"
-          f"{table(results)}\n\nwritten to {repo_relative(path)} and {repo_relative(path.with_suffix('.png'))}")
+          f"{table}\n\nwritten to {repo_relative(path)} and {repo_relative(path.with_suffix('.png'))}")
 
 
 if __name__ == "__main__":

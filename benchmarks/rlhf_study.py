@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import OUTPUTS, REPO, matmul_gflops, repo_relative, run_logged
+from harness import OUTPUTS, REPO, matmul_gflops, repo_relative, run_logged, seeds_table
 
 sys.path.insert(0, str(REPO))
 from rewards import sentiment_reward  # noqa: E402
@@ -122,21 +122,6 @@ def smoothed(values, window: int = 5) -> list[float]:
     return [statistics.mean(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
 
 
-def table(rows: list[dict]) -> str:
-    keys = [k for k in rows[0] if k not in ("algo", "seed", "command")]
-    fmt = lambda v: "-" if v is None else f"{v:.3f}" if abs(v) < 100 else f"{v:.0f}"  # noqa: E731
-    lines = ["| algo | seed | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
-    for algo in dict.fromkeys(r["algo"] for r in rows):
-        mine = [r for r in rows if r["algo"] == algo]
-        lines += [f"| {algo} | {r['seed']} | " + " | ".join(fmt(r[k]) for k in keys) + " |" for r in mine]
-        if len(mine) > 1:
-            for name, stat in (("mean", statistics.mean), ("sd", statistics.stdev)):
-                lines.append(f"| {algo} | {name} | " + " | ".join(
-                    fmt(stat([r[k] for r in mine]) if None not in [r[k] for r in mine] else None) for k in keys)
-                    + " |")
-    return "\n".join(lines)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
@@ -169,8 +154,9 @@ def main():
                                 "runs": results, "curves": all_curves,
                                 "study_seconds": round(time.time() - started)}, indent=2) + "\n")
     figure(all_curves, RUNS / "overoptimisation.png", "RLHF against a learned reward model, SmolLM2-135M-Instruct")
+    table = seeds_table(results, "algo")
     print(f"\nfp32 matmul {rate:.0f} GFLOP/s on {args.threads} thread(s); the study took "
-          f"{(time.time() - started) / 60:.0f} min\n{table(results)}\n\nwritten to {repo_relative(path)} and "
+          f"{(time.time() - started) / 60:.0f} min\n{table}\n\nwritten to {repo_relative(path)} and "
           f"{repo_relative(RUNS / 'overoptimisation.png')}")
 
 
