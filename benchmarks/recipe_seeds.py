@@ -62,7 +62,7 @@ def run(config: Path, variant: str, flags: list[str], python: str, seed: int, th
     if done.exists() and json.loads(done.read_text())["command"] == command:
         return json.loads(done.read_text())
     start = time.time()
-    peak = run_logged(cmd, out.with_suffix(".log"), threads=threads)
+    peak = run_logged(cmd, out.parent / f"{out.name}.log", threads=threads)  # a name may hold a dot: trl-1.16
     wall = time.time() - start
     report = json.loads((out / "eval.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
