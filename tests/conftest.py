@@ -34,7 +34,7 @@ SMOLLM2 = REPO / "assets" / "SmolLM2-135M-Instruct"  # where assets/convert_gguf
 # PPOTrainer. In setup.sh's .venv, with the newest trl, run_script runs PPO with .venv-ppo's python, as the script does
 # itself when a user runs it from .venv (tests/e2e/test_versions.py runs that path, alone and under a launcher). Tests
 # that import PPOTrainer into this process are marked `ppo_trainer` and skip here: `.venv-ppo/bin/python -m pytest -m
-# "not slow"` runs them.
+# "not slow or ppo_trainer"` runs them.
 TRL = importlib.metadata.version("trl")
 HAS_PPO_TRAINER = tuple(map(int, TRL.split(".")[:2])) < (1, 13)  # TRL removed it in 1.13
 PPO_PYTHON = sys.executable if HAS_PPO_TRAINER else str(REPO / ".venv-ppo" / "bin" / "python")
@@ -99,7 +99,7 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("ppo_trainer") and not HAS_PPO_TRAINER:
             item.add_marker(pytest.mark.skip(reason=f"trl {TRL} has no PPOTrainer: .venv-ppo/bin/python -m pytest "
-                                                    "-m 'not slow' runs this test on trl 1.12"))
+                                                    "-m 'not slow or ppo_trainer' runs this test on trl 1.12"))
 
 
 # Tests that launch several processes run one at a time, on one pytest-xdist worker, and with the machine to

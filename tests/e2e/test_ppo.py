@@ -59,6 +59,7 @@ PAD_CASES = {
 }
 
 
+@pytest.mark.ppo_trainer
 @pytest.mark.parametrize("case", PAD_CASES)
 def test_ppo_pad_token_comes_from_the_vocabulary(tmp_path, case):
     """PPO's pad is never a stop token; a vocabulary token serves when one fits (no new embedding row, so a LoRA
@@ -110,6 +111,7 @@ def check_train_logs(out, n_updates: int, names: list[str]) -> list[dict]:
 # ---------------------------------------------------------------- the adapter on its own
 
 
+@pytest.mark.ppo_trainer
 def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
     """Known completions give known weighted rewards, read out by TRL's own get_reward() as PPOTrainer reads them."""
     from datasets import Dataset
@@ -154,6 +156,7 @@ def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
     ]
 
 
+@pytest.mark.ppo_trainer
 def test_one_prompt_may_repeat_with_columns_no_reward_reads():
     """Rows with one prompt are one row to the rewards: they may differ in a column no reward reads (an `id`), not in
     one a reward reads (`answer`); a reward that declares no columns reads them all."""
@@ -188,6 +191,7 @@ def parse(*flags):
     return cli.parse(script_parser(ppo, default_run="--config" not in flags), ppo.REFUSED, flags)
 
 
+@pytest.mark.ppo_trainer
 def test_a_recipe_replaces_the_default_runs_settings(tmp_path):
     """A named recipe's run takes nothing from the default run's: what the recipe leaves unset is TRL's default (the
     tiny model's 4-token responses and learning rate cannot leak into a real model's run)."""
@@ -219,6 +223,7 @@ def test_a_recipe_replaces_the_default_runs_settings(tmp_path):
         (["--value_model_path", "./no-such-model"], "--value_model_path ./no-such-model: no such"),
     ],
 )
+@pytest.mark.ppo_trainer
 def test_bad_settings_stop_before_any_model_loads(flags, message, monkeypatch):
     import transformers
 
@@ -232,6 +237,7 @@ def test_bad_settings_stop_before_any_model_loads(flags, message, monkeypatch):
         ppo.main(*parse(*flags))
 
 
+@pytest.mark.ppo_trainer
 def test_fsdp_is_refused_by_name(monkeypatch):
     """On GPUs, where FSDP would build (on a CPU extras/cli.py refuses it for both scripts): trl 1.12's PPOTrainer has
     no FSDP code, so PPO stops with the reason and the config that shards it instead."""
@@ -243,6 +249,7 @@ def test_fsdp_is_refused_by_name(monkeypatch):
         extras_ppo.check_options(script_args, training_args)
 
 
+@pytest.mark.ppo_trainer
 def test_data_and_reward_model_mismatches_stop_before_any_model_loads(tmp_path, monkeypatch, addition_rows):
     """Conversations for a tokenizer without a chat template, and a reward model that tokenizes differently from the
     policy (PPOTrainer hands it the policy's ids), each stop with one sentence before a model loads."""
@@ -347,6 +354,7 @@ def test_gsm8k_layout_columns_reach_the_rewards(tmp_path, addition_rows):
     assert len({r["spy"] for r in rows}) > 1  # the rewards vary, so a swapped weight would show
 
 
+@pytest.mark.ppo_trainer
 def test_reward_model(tmp_path):
     """A sequence-classification reward model, built here with random weights, scores instead of the functions."""
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
