@@ -23,15 +23,24 @@ rewards differ by 0.3 and 0.5 or more. What it reached, and what did not help: B
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
+from importlib.metadata import version
 from itertools import combinations
 from pathlib import Path
 from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the scripts, rewards.py and extras/
+
+# It reads PPO's pad and stop tokens from ppo_trl_example.py, which imports trl 1.12's PPOTrainer: started from
+# another environment (setup.sh's .venv, the newest trl), it goes on in .venv-ppo, as the PPO script does.
+PPO_VENV = (HERE.parent / ".venv-ppo").resolve()
+if (__name__ == "__main__" and tuple(map(int, version("trl").split(".")[:2])) >= (1, 13)
+        and (PPO_VENV / "bin" / "python").exists() and Path(sys.prefix).resolve() != PPO_VENV):
+    os.execv(PPO_VENV / "bin" / "python", [PPO_VENV / "bin" / "python", *sys.argv])
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
