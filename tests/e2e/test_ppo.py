@@ -83,6 +83,7 @@ def test_ppo_pad_token_comes_from_the_vocabulary(tmp_path, case):
         assert tokenizer.pad_token == expected and len(tokenizer) == size
 
 
+@pytest.mark.ppo_trainer
 def test_ppo_pad_token_is_none_of_the_models_stop_tokens(tmp_path):
     """A model whose generation config stops on several tokens (Llama 3, Qwen3): none of them pads."""
     from transformers import AutoTokenizer, GenerationConfig
