@@ -166,9 +166,8 @@ def seeds_table(rows: list[dict], group: str, stats: tuple[str, ...] = ("mean", 
         mine = [r for r in rows if r[group] == name]
         lines += [f"| {name} | {r['seed']} | " + " | ".join(cell(r[k]) for k in keys) + " |" for r in mine]
         if len(mine) > 1:
+            columns = [[r[k] for r in mine] for k in keys]
             for stat in stats:
-                columns = [[r[k] for r in mine] for k in keys]
                 lines.append(f"| {name} | {stat} | " + " | ".join(
                     cell(None if None in column else functions[stat](column)) for column in columns) + " |")
     return "\n".join(lines)
-
