@@ -49,12 +49,17 @@ def ppo_script():
     return importlib.import_module("ppo_trl_example") if HAS_PPO_TRAINER else None
 
 
+def script_python(script: str) -> str:
+    """The interpreter of `script`'s own environment."""
+    return PPO_PYTHON if "ppo_trl_example" in script else sys.executable
+
+
 @functools.cache
 def script_trl(script: str) -> str:
     """The trl version `script`'s runs import."""
-    if "ppo_trl_example" not in script or HAS_PPO_TRAINER:
+    if script_python(script) == sys.executable:
         return TRL
-    return subprocess.run([PPO_PYTHON, "-c", "import importlib.metadata as m; print(m.version('trl'))"],
+    return subprocess.run([script_python(script), "-c", "import importlib.metadata as m; print(m.version('trl'))"],
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
@@ -172,7 +177,7 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     env = {**START_ENV, **THREADS, **(env or {})}
     argv = [*launcher, str(REPO / script), *map(str, args)]
     one_process = not launcher or (len(launcher) == 1 and launcher[0].endswith(".py"))  # the spy launcher is one
-    python = PPO_PYTHON if "ppo_trl_example" in script else sys.executable  # each script's own environment
+    python = script_python(script)
     if one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1" and warm_python(python).can_fork(env):
         proc = warm_python(python).run(argv, cwd=cwd, env=env, timeout=timeout)
     else:
@@ -223,7 +228,7 @@ def fails_early(capfd, monkeypatch):
     def run(tmp_path: Path, *args, env: dict | None = None, script: str = "grpo_trl_example.py",
             in_process: bool = True, keep_stdout: bool = False) -> str:
         out = tmp_path / "out"
-        if not in_process or ("ppo_trl_example" in script and not HAS_PPO_TRAINER):  # PPO goes on in .venv-ppo
+        if not in_process or script_python(script) != sys.executable:  # PPO from .venv: in .venv-ppo
             proc = run_script(script, *args, "--output_dir", out, cwd=tmp_path, env=env, check=False,
                               fresh=True)
             returncode, stderr = proc.returncode, proc.stderr
