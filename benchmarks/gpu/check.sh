@@ -13,15 +13,17 @@
 #
 # In order, stopping at the first failure of the first three:
 #   0. installs .gpu/whl/* (each optional group in a --target of its own, so that a Liger, bitsandbytes or DeepSpeed
-#      that fails to import breaks only its own run: trl imports liger_kernel whenever it is installed), starts an
-#      nvidia-smi sampler, records versions and a bf16 matmul rate (env_check.py), and imports both scripts and extras/;
+#      that fails to import breaks only its own run: trl imports liger_kernel whenever it is installed; and each
+#      script's trl apart, as setup.sh's two environments: GRPO's the newest, PPO's 1.12), starts an nvidia-smi
+#      sampler, records versions and a bf16 matmul rate (env_check.py), and imports each script and extras/ on its trl;
 #   1. builds the stand-ins (build_models.py) and SmolLM2: converted from its GGUF if the two halves were staged in
 #      /tmp/w by earlier calls, otherwise random weights of its shape with its real tokenizer;
 #   2. parses and checks every run below as its script would (args_check.py);
 #   A. together: the default GRPO and PPO runs (bf16 and fp32) with the held-out evaluation, PPO under accelerate's
 #      bf16 autocast, the vLLM refusal, GRPO under FSDP, ZeRO-2 and ZeRO-3 and PPO under ZeRO-2 and ZeRO-3 (with
 #      checkpoints) with one process (PPO refuses FSDP), and both SmolLM2 recipes with before/after;
-#   B. alone: Qwen2.5-0.5B's shape outside the trainers (micro.py): forward+backward MFU, generation, Liger's loss;
+#   B. alone: Qwen2.5-0.5B's shape outside the trainers (micro.py): forward+backward MFU, generation, Liger's loss,
+#      trl's chunked LM head against materialised logits;
 #   C. alone: GRPO and PPO steps of the Qwen2.5-0.5B recipes on its stand-in, timed (benchmarks/timed_run.py): LoRA,
 #      Liger, QLoRA, full.
 # Then summarize.py writes $OUT/summary.md (also printed), with env.txt, micro.json and logs.tgz beside it.
@@ -29,12 +31,14 @@
 # Env: BUDGET (s, default 450): a phase of A/B/C that would not fit in what is left is skipped, and says so.
 #      DRY=1: the CPU rehearsal. SKIP_INSTALL=1: the python's own packages instead of .gpu/whl. STOP_AFTER=imports
 #      or args: stop after phase 0 or 2 (tests/e2e/test_gpu_check.py). PY (python3), G (.gpu), W (/tmp/gpucheck).
+#      PY_GRPO, PY_PPO: each script's interpreter: $PY with that script's trl first on its path, or with
+#      SKIP_INSTALL=1, setup.sh's .venv and .venv-ppo where they are, else $PY.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
 BUDGET=${BUDGET:-450} DRY=${DRY:-0} PY=${PY:-python3} G=${G:-.gpu} W=${W:-/tmp/gpucheck} STOP_AFTER=${STOP_AFTER:-}
 LOG=$W/logs RUNS=$W/runs M=$W/models O=${OUT:-$W/out} HERE=benchmarks/gpu
-rm -rf "$LOG" "$RUNS" "$M" "$W/results.tsv" "$W/timeline.txt" "$W/skipped.txt" "$W/planned.txt" "$W/peak.json" \
+rm -rf "$LOG" "$RUNS" "$M" "$W/results.tsv" "$W/timeline.txt" "$W/skipped.txt" "$W"/planned*.txt "$W/peak.json" \
     "$W/micro.json"
 mkdir -p "$LOG" "$RUNS" "$M" "$O"
 : > "$W/results.tsv"
@@ -76,14 +80,14 @@ finish() {  # the summary and what comes back under $OUT
     cp "$W/micro.json" "$O/micro.json" 2> /dev/null
     (cd "$W" && find runs -maxdepth 2 -type f \( -name summary.json -o -name eval.json -o -name metrics.jsonl \
         -o -name record.json \) > keep.txt && tar -czf "$O/logs.tgz" logs results.tsv timeline.txt \
-        $(ls skipped.txt planned.txt peak.json micro.json 2> /dev/null) -T keep.txt)
+        $(ls skipped.txt planned*.txt peak.json micro.json 2> /dev/null) -T keep.txt)
     note "done; \$OUT: $(ls "$O" | tr '\n' ' ')"
     exit "$1"
 }
 
 # 0. Wheels, the GPU sampler, versions and the matmul rate, and the imports
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
-    for group in core liger bnb ds; do
+    for group in core grpo ppo liger bnb ds; do
         ls "$G/whl/$group/"*.whl > /dev/null 2>&1 || { note "no wheels for $group"; continue; }
         rm -rf "/tmp/site-$group"
         $PY -m pip install -q --no-index --no-deps --no-compile --upgrade --target "/tmp/site-$group" \
@@ -91,7 +95,18 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
     done
     export PYTHONPATH=/tmp/site-core${PYTHONPATH:+:$PYTHONPATH}
     [ -d /tmp/site-core/bin ] && export PATH=$PATH:/tmp/site-core/bin
+    mkdir -p "$W/bin"
+    for script in grpo ppo; do  # an interpreter per script: $PY with its trl first, for it and what it launches
+        printf '#!/bin/sh\nPYTHONPATH=/tmp/site-%s${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' "$script" "$PY" \
+            > "$W/bin/python-$script"
+        chmod +x "$W/bin/python-$script"
+    done
+    PY_GRPO=$W/bin/python-grpo PY_PPO=$W/bin/python-ppo
+else
+    [ -x .venv/bin/python ] && PY_GRPO=${PY_GRPO:-.venv/bin/python}
+    [ -x .venv-ppo/bin/python ] && PY_PPO=${PY_PPO:-.venv-ppo/bin/python}
 fi
+PY_GRPO=${PY_GRPO:-$PY} PY_PPO=${PY_PPO:-$PY}
 BASE=${PYTHONPATH:-} LIGER=${PYTHONPATH:-}:/tmp/site-liger BNB=${PYTHONPATH:-}:/tmp/site-bnb DS=${PYTHONPATH:-}:/tmp/site-ds
 ALL=$BASE:/tmp/site-liger:/tmp/site-bnb:/tmp/site-ds
 if command -v nvidia-smi > /dev/null && [ "$DRY" != 1 ]; then
@@ -100,15 +115,20 @@ if command -v nvidia-smi > /dev/null && [ "$DRY" != 1 ]; then
     SMI=$!
 fi
 { nvidia-smi 2>&1 | head -15; $PY -m pip list 2> /dev/null; } > "$LOG/env.txt"
-run env_check 120 PYTHONPATH="$ALL" -- $PY "$HERE/env_check.py" "$W/peak.json"
+run env_check 120 PYTHONPATH="$ALL" -- $PY_GRPO "$HERE/env_check.py" "$W/peak.json"
 cat "$LOG/env_check.log" >> "$LOG/env.txt"
-if ! run imports 120 PYTHONPATH="$ALL" -- $PY -c "import grpo_trl_example, ppo_trl_example, rewards
+for script in grpo ppo; do
+    python=PY_${script^^}
+    if ! run "imports_$script" 120 PYTHONPATH="$ALL" -- ${!python} -c "import ${script}_trl_example, rewards, trl
 from extras import cli, code_sandbox, evaluation, outputs, ppo, tools
-import torch; print('imports ok; cuda', torch.cuda.is_available())"; then
-    tail -30 "$LOG/imports.log"
-    note "the scripts do not import: stopping (logs/imports.log)"
-    finish 1
-fi
+import torch; print('imports ok: ${script}_trl_example on trl', trl.__version__, '| cuda', torch.cuda.is_available())"
+    then
+        tail -30 "$LOG/imports_$script.log"
+        note "${script}_trl_example.py does not import: stopping (logs/imports_$script.log)"
+        finish 1
+    fi
+    cat "$LOG/imports_$script.log" >> "$LOG/env.txt"
+done
 [ "$STOP_AFTER" = imports ] && finish 0
 
 # 1. The stand-ins, and SmolLM2: its GGUF, staged in two halves by earlier calls, or random weights of its shape
@@ -122,15 +142,15 @@ SMOL_ARGS=()
 if [ -f "$GGUF" ]; then
     SMOL=assets/SmolLM2-135M-Instruct
     run smollm2_convert 150 OMP_NUM_THREADS=8 -- $PY assets/convert_gguf.py --gguf "$GGUF" &
-    run build_models 240 -- $PY "$HERE/build_models.py" "$M"
+    run build_models 240 -- $PY_GRPO "$HERE/build_models.py" "$M"
 elif [ -f "$G/smol_tok.tar.xz" ]; then
     SMOL=$M/smollm2-random SMOL_ARGS=(--model_name_or_path "$M/smollm2-random")
     note "SmolLM2's weights were not staged: its recipes run on random weights of its shape (mechanics, not learning)"
-    tar -xJf "$G/smol_tok.tar.xz" -C "$M" && run build_models 240 -- $PY "$HERE/build_models.py" "$M" "$M/smol_tok"
+    tar -xJf "$G/smol_tok.tar.xz" -C "$M" && run build_models 240 -- $PY_GRPO "$HERE/build_models.py" "$M" "$M/smol_tok"
 else
     SMOL=
     note "no SmolLM2 weights and no tokenizer (.gpu/smol_tok.tar.xz): its recipes are left out"
-    run build_models 240 -- $PY "$HERE/build_models.py" "$M"
+    run build_models 240 -- $PY_GRPO "$HERE/build_models.py" "$M"
 fi
 wait
 Q=$M/qwen05b GSM=$M/gsm8k
@@ -144,37 +164,38 @@ else
 fi
 [ "$SMOL" = "$M/smollm2-random" ] && SMOL_GRPO+=(--max_steps 5) SMOL_PPO+=(--total_episodes 32)
 A=(OMP_NUM_THREADS=2)
-launch() {  # launch PORT [CONFIG]: accelerate with one process
-    echo $PY -m accelerate.commands.launch ${2:+--config_file accelerate_configs/$2.yaml} --num_processes 1 \
-        --main_process_port "$1"
+launch() {  # launch PYTHON PORT [CONFIG]: accelerate with one process
+    echo $1 -m accelerate.commands.launch ${3:+--config_file accelerate_configs/$3.yaml} --num_processes 1 \
+        --main_process_port "$2"
 }
 
 phase_a() {
-    run grpo_default 240 "${A[@]}" -- $PY grpo_trl_example.py --eval_num_samples 8 --output_dir "$RUNS/grpo_default" \
-        ${GRPO_DEFAULT[@]+"${GRPO_DEFAULT[@]}"} &
-    run grpo_default_fp32 240 "${A[@]}" -- $PY grpo_trl_example.py --bf16 false --eval_num_samples 8 \
+    run grpo_default 240 "${A[@]}" -- $PY_GRPO grpo_trl_example.py --eval_num_samples 8 \
+        --output_dir "$RUNS/grpo_default" ${GRPO_DEFAULT[@]+"${GRPO_DEFAULT[@]}"} &
+    run grpo_default_fp32 240 "${A[@]}" -- $PY_GRPO grpo_trl_example.py --bf16 false --eval_num_samples 8 \
         --output_dir "$RUNS/grpo_default_fp32" ${GRPO_DEFAULT[@]+"${GRPO_DEFAULT[@]}"} &
-    run ppo_default 240 "${A[@]}" -- $PY ppo_trl_example.py --eval_num_samples 8 --output_dir "$RUNS/ppo_default" \
+    run ppo_default 240 "${A[@]}" -- $PY_PPO ppo_trl_example.py --eval_num_samples 8 --output_dir "$RUNS/ppo_default" \
         ${PPO_DEFAULT[@]+"${PPO_DEFAULT[@]}"} &
     if [ "$DRY" != 1 ]; then  # vLLM is a GPU's; accelerate refuses FSDP on a CPU, and DeepSpeed has no CPU here
-        run refuse_vllm 120 "${A[@]}" -- $PY grpo_trl_example.py --use_vllm true --max_steps 1 \
+        run refuse_vllm 120 "${A[@]}" -- $PY_GRPO grpo_trl_example.py --use_vllm true --max_steps 1 \
             --output_dir "$RUNS/refuse_vllm" &
-        run ppo_amp_bf16 240 "${A[@]}" -- $(launch 29510) --mixed_precision bf16 ppo_trl_example.py \
+        run ppo_amp_bf16 240 "${A[@]}" -- $(launch "$PY_PPO" 29510) --mixed_precision bf16 ppo_trl_example.py \
             --total_episodes 640 --output_dir "$RUNS/ppo_amp_bf16" &
-        run grpo_fsdp 180 "${A[@]}" -- $(launch 29511 fsdp) grpo_trl_example.py --max_steps 30 --eval_strategy no \
-            --output_dir "$RUNS/grpo_fsdp" &
+        run grpo_fsdp 180 "${A[@]}" -- $(launch "$PY_GRPO" 29511 fsdp) grpo_trl_example.py --max_steps 30 \
+            --eval_strategy no --output_dir "$RUNS/grpo_fsdp" &
         for zero in zero2 zero3; do
-            run "grpo_$zero" 180 "${A[@]}" PYTHONPATH="$DS" -- $(launch $((29511 + ${zero: -1})) $zero) grpo_trl_example.py \
-                --max_steps 30 --eval_strategy no --output_dir "$RUNS/grpo_$zero" &
-            run "ppo_$zero" 180 "${A[@]}" PYTHONPATH="$DS" -- $(launch $((29515 + ${zero: -1})) $zero) ppo_trl_example.py \
-                --total_episodes 256 --save_strategy steps --save_steps 2 --output_dir "$RUNS/ppo_$zero" &
+            run "grpo_$zero" 180 "${A[@]}" PYTHONPATH="$DS" -- $(launch "$PY_GRPO" $((29511 + ${zero: -1})) $zero) \
+                grpo_trl_example.py --max_steps 30 --eval_strategy no --output_dir "$RUNS/grpo_$zero" &
+            run "ppo_$zero" 180 "${A[@]}" PYTHONPATH="$DS" -- $(launch "$PY_PPO" $((29515 + ${zero: -1})) $zero) \
+                ppo_trl_example.py --total_episodes 256 --save_strategy steps --save_steps 2 \
+                --output_dir "$RUNS/ppo_$zero" &
         done
     fi
     if [ -n "$SMOL" ]; then
-        run smollm2_grpo 240 "${A[@]}" -- $PY grpo_trl_example.py \
+        run smollm2_grpo 240 "${A[@]}" -- $PY_GRPO grpo_trl_example.py \
             --config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml --output_dir "$RUNS/smollm2_grpo" \
             ${SMOL_ARGS[@]+"${SMOL_ARGS[@]}"} ${SMOL_GRPO[@]+"${SMOL_GRPO[@]}"} &
-        run smollm2_ppo_lora 240 "${A[@]}" -- $PY ppo_trl_example.py \
+        run smollm2_ppo_lora 240 "${A[@]}" -- $PY_PPO ppo_trl_example.py \
             --config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml \
             --output_dir "$RUNS/smollm2_ppo_lora" ${SMOL_ARGS[@]+"${SMOL_ARGS[@]}"} ${SMOL_PPO[@]+"${SMOL_PPO[@]}"} &
     fi
@@ -182,7 +203,7 @@ phase_a() {
 }
 
 qwen() {  # qwen NAME SCRIPT SECONDS PYTHONPATH ARGS...: a timed run of a Qwen2.5-0.5B recipe on the stand-in
-    local name=$1 script=$2 seconds=$3 path=$4 size
+    local name=$1 script=$2 seconds=$3 path=$4 size python=PY_${2^^}
     shift 4
     fits "$seconds" "$name" || return 0
     mkdir -p "$RUNS/$name"
@@ -194,7 +215,8 @@ qwen() {  # qwen NAME SCRIPT SECONDS PYTHONPATH ARGS...: a timed run of a Qwen2.
               --per_device_train_batch_size "$QWEN_BATCH" --gradient_accumulation_steps 1 --num_sample_generations 0)
     fi
     run "$name" $((seconds * 3)) PYTHONPATH="$path" BENCH_RECORD="$RUNS/$name/record.json" -- \
-        $PY benchmarks/timed_run.py "${script}_trl_example.py" --config "recipes/Qwen2.5-0.5B-Instruct/$script/config_gsm8k.yaml" \
+        ${!python} benchmarks/timed_run.py "${script}_trl_example.py" \
+        --config "recipes/Qwen2.5-0.5B-Instruct/$script/config_gsm8k.yaml" \
         --model_name_or_path "$Q" --dataset_name "$GSM" --save_strategy no \
         --output_dir "$RUNS/$name" "${size[@]}" "$@"
 }
@@ -213,17 +235,21 @@ PLAN=1
 phase_a
 phase_c
 PLAN=0
-if ! run args 120 PYTHONPATH="$ALL" -- $PY "$HERE/args_check.py" "$W/planned.txt"; then
-    grep -A1 FAIL "$LOG/args.log"
-    note "a run's arguments fail its script's checks: stopping (logs/args.log)"
-    finish 1
-fi
+for script in grpo ppo; do
+    python=PY_${script^^}
+    grep "^${script}_trl_example.py " "$W/planned.txt" > "$W/planned_$script.txt"
+    if ! run "args_$script" 120 PYTHONPATH="$ALL" -- ${!python} "$HERE/args_check.py" "$W/planned_$script.txt"; then
+        grep -A1 FAIL "$LOG/args_$script.log"
+        note "a run's arguments fail its script's checks: stopping (logs/args_$script.log)"
+        finish 1
+    fi
+done
 [ "$STOP_AFTER" = args ] && finish 0
 
 note "phase A: default runs, launchers, SmolLM2 (together)"
 phase_a
 note "phase B: Qwen2.5-0.5B's shape outside the trainers"
-fits 90 "micro-benchmark" && run micro 180 PYTHONPATH="$LIGER" -- $PY "$HERE/micro.py" "$Q" "$W/micro.json"
+fits 90 "micro-benchmark" && run micro 180 PYTHONPATH="$LIGER" -- $PY_GRPO "$HERE/micro.py" "$Q" "$W/micro.json"
 note "phase C: Qwen2.5-0.5B recipes on the stand-in, timed"
 phase_c
 finish 0

@@ -5,7 +5,9 @@
 1. forward + backward at batch sizes that fill the GPU (a GRPO step's training part: bf16 weights, full fine-tuning,
    activation checkpointing on and off), against the bf16 matmul rate measured in the same run: MFU;
 2. generation throughput, as GRPO samples;
-3. Liger's fused linear GRPO loss against the same loss on materialised logits: values, gradients, time, memory.
+3. Liger's fused linear GRPO loss against the same loss on materialised logits: values, gradients, time, memory;
+4. trl's chunked LM head (trl >= 1.15, GRPO's trl) against the logits trl 1.12 materialises: a GRPO microbatch's
+   per-token log-probabilities, forward and backward: values, time, memory.
 
 Model FLOPs are counted, not measured: 2 x (every nn.Linear weight, lm_head included) per token forward plus causal
 attention's 2 x 2 x layers x seq x heads x head_dim / 2, x3 for forward + backward. The forward that activation
@@ -27,7 +29,7 @@ with open(os.path.join(os.environ["W"], "peak.json")) as f:
     peak = json.load(f)
 measured = peak.get("bf16_matmul_tflops_measured") or 1.0
 datasheet = peak["bf16_dense_peak_tflops_datasheet"]
-result = {"device": peak.get("name", device), "fwd_bwd": [], "generate": [], "liger": None}
+result = {"device": peak.get("name", device), "fwd_bwd": [], "generate": [], "liger": None, "lm_head": []}
 
 
 def save():
@@ -192,4 +194,56 @@ try:
 except Exception as err:  # noqa: BLE001 -- recorded, so that the summary says why
     result["liger"] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
 print("liger", result["liger"], flush=True)
+save()
+
+# 4. trl's chunked LM head against materialised logits, with activation checkpointing as the recipes train. Last: the
+#    head is patched into the model for good
+try:
+    from trl.trainer.utils import add_fused_lm_head, entropy_from_logits, selective_log_softmax
+
+    prompt, completion = (8, 8) if dry else (128, 512)
+    model.train()
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    generator = torch.Generator(device=device).manual_seed(0)
+    batches = {b: torch.randint(0, vocab, (b, prompt + completion), device=device, generator=generator)
+               for b in ([2] if dry else [16, 64])}
+
+    def materialised(ids):  # trl 1.12: the head's logits over the completion, a log-softmax row by row, the entropy
+        logits = model(input_ids=ids, logits_to_keep=completion + 1).logits[:, :-1]
+        logps = selective_log_softmax(logits, ids[:, prompt:])
+        with torch.no_grad():
+            entropy_from_logits(logits)
+        logps.sum().backward()
+        return logps.detach()
+
+    def chunked(ids):  # trl >= 1.15: no logits; the prompt's labels are -100, so only the completion is scored
+        labels = ids.clone()
+        labels[:, :prompt] = -100
+        logps = model(input_ids=ids, labels=labels, fused_lm_head=True).log_probs[:, -completion:]
+        logps.sum().backward()
+        return logps.detach()
+
+    values = {}
+    for name, fn in (("materialised", materialised), ("chunked", chunked)):
+        if name == "chunked":
+            add_fused_lm_head(model, outputs=("log_probs", "entropy"))  # as GRPOTrainer adds it
+        for batch, ids in batches.items():
+            reset()
+            row = {"head": name, "batch": batch, "prompt": prompt, "completion": completion}
+            try:
+                values.setdefault(batch, {})[name] = fn(ids)
+                model.zero_grad(set_to_none=True)
+                seconds = timed(lambda fn=fn, ids=ids: (fn(ids), model.zero_grad(set_to_none=True)), warmup=0, reps=2)
+                row.update(seconds=round(seconds, 4), tokens_per_s=round(ids.numel() / seconds), peak_gib=peak_gib())
+            except torch.OutOfMemoryError:
+                row["oom"] = True
+            model.zero_grad(set_to_none=True)
+            if len(values.get(batch, {})) == 2:
+                row["max_abs_diff_logp"] = (values[batch]["chunked"].float() - values[batch]["materialised"].float()
+                                            ).abs().max().item()
+            result["lm_head"].append(row)
+            print("lm_head", row, flush=True)
+except Exception as err:  # noqa: BLE001 -- recorded, so that the summary says why
+    result["lm_head"].append({"error": f"{type(err).__name__}: {str(err)[:300]}"})
+    print("lm_head", result["lm_head"][-1], flush=True)
 save()

@@ -13,15 +13,18 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYBUILD=${PYBUILD:-.venv/bin/python}
 D=.gpu
-rm -rf "$D" && mkdir -p "$D"/whl/core "$D"/whl/liger "$D"/whl/bnb "$D"/whl/ds "$D"/w1 "$D"/w2
+rm -rf "$D" && mkdir -p "$D"/whl/core "$D"/whl/grpo "$D"/whl/ppo "$D"/whl/liger "$D"/whl/bnb "$D"/whl/ds "$D"/w1 "$D"/w2
 TMP=$(mktemp -d)
 P=(-q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
    --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
    --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 
 # What the scripts import that the machine lacks, or has too old (transformers 5.17's TrainingArguments has no
-# activation_checkpointing, which the scripts and recipes set)
-python3 -m pip download "${P[@]}" -d "$D/whl/core" trl==1.12.0 transformers==5.23.0 datasets==5.2.0 peft==0.21.2 \
+# activation_checkpointing, which the scripts and recipes set); each script's trl apart, the one its header pins
+trl_pin() { sed -n 's/^#  *"\(trl==[0-9.]*\)".*/\1/p' "$1"; }
+python3 -m pip download "${P[@]}" -d "$D/whl/grpo" "$(trl_pin grpo_trl_example.py)"
+python3 -m pip download "${P[@]}" -d "$D/whl/ppo" "$(trl_pin ppo_trl_example.py)"
+python3 -m pip download "${P[@]}" -d "$D/whl/core" transformers==5.23.0 datasets==5.2.0 peft==0.21.2 \
     math-verify==0.9.0 latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2 dill==0.4.1 \
     multiprocess==0.70.19 gguf==0.19.0 pyseccomp==0.1.2
 python3 -m pip download "${P[@]}" -d "$D/whl/liger" liger-kernel==0.8.5

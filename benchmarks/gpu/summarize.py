@@ -128,6 +128,16 @@ if micro:
         out.append(f"| {what} | {r['batch']} | " + ("OOM | | | | | |" if r.get("oom") else
                    f"{r['seconds']} | {r['tflops']} | {r['mfu_datasheet']} | | {r['new_tokens_per_s']} | "
                    f"{r['peak_gib']} |"))
+    for r in micro.get("lm_head", []):
+        if "error" in r:
+            out.append(f"| log-probs: {r['error']} | | | | | | | |")
+            continue
+        what = (f"log-probs forward+backward, {r['prompt']}+{r['completion']}, " + ("trl 1.12's materialised logits"
+                if r["head"] == "materialised" else "trl's chunked LM head (>= 1.15)"))
+        if "max_abs_diff_logp" in r:
+            what += f" (max abs difference {r['max_abs_diff_logp']:.2g})"
+        out.append(f"| {what} | {r['batch']} | " + ("OOM | | | | | |" if r.get("oom") else
+                   f"{r['seconds']} | | | | {r['tokens_per_s']} | {r['peak_gib']} |"))
     out += ["", f"Liger's fused GRPO loss against materialised logits: `{json.dumps(micro.get('liger'))}`"]
 if os.path.exists(f"{W}/skipped.txt"):
     with open(f"{W}/skipped.txt") as f:
