@@ -45,9 +45,12 @@ if [ "$TORCH" = cpu ]; then  # the CPU build's wheel, fetched by pip (which read
     }
     torch=("$wheels"/torch-*.whl)
 fi
+# --compile-bytecode, as pip does: otherwise each first import compiles, and where PYTHONDONTWRITEBYTECODE is set (CI,
+# containers) every run does, 25 s instead of 10 to import torch and trl (BENCHMARKS.md, section 19)
 install() {  # install ENV SCRIPT: torch, the script's header, the requirements and DeepSpeed into ENV
-    "$uv" pip install --quiet --python "$1" "${torch[@]}" -r "$2" -r requirements.txt -r requirements-tracking.txt
-    "$uv" pip install --quiet --python "$1" --no-build-isolation deepspeed==0.19.8  # builds against the torch above
+    "$uv" pip install --quiet --compile-bytecode --python "$1" "${torch[@]}" -r "$2" -r requirements.txt \
+        -r requirements-tracking.txt
+    "$uv" pip install --quiet --compile-bytecode --python "$1" --no-build-isolation deepspeed==0.19.8  # against that torch
     "$1"/bin/python -c "import torch, trl; print(f'$1: trl {trl.__version__}, torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}')"
 }
 install .venv grpo_trl_example.py
