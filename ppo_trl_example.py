@@ -52,23 +52,10 @@ from pathlib import Path
 # longer (BENCHMARKS.md, section 13). OpenMP reads this once, when torch loads it: so before `import torch`.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import torch
-import yaml
-from accelerate import PartialState
-from accelerate.utils import gather_object
-from datasets import load_dataset
-from torch import nn
-from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
-                          GenerationConfig, TrainerCallback, set_seed)
-from transformers.modeling_outputs import BaseModelOutput
-from transformers.trainer_utils import get_last_checkpoint
-from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
-
-from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
-
 # TRL removed PPOTrainer in 1.13 (TRL PR #7020): this script runs on trl 1.12.0, its last release with it, and
 # grpo_trl_example.py on the newest (docs/versions.md). setup.sh makes an environment for each: run from the other one,
-# this script goes on, the same command, in .venv-ppo. `uv run ppo_trl_example.py` reads the header above instead.
+# this script goes on, the same command, in .venv-ppo, before it loads torch. `uv run ppo_trl_example.py` reads the
+# header above instead.
 PPO_TRL = "1.12.0"
 if __name__ == "__main__":
     trl_version = version("trl")
@@ -84,6 +71,20 @@ if __name__ == "__main__":
     if first_rank:
         print(f"ppo_trl_example.py on trl {trl_version}" + ("" if trl_version == PPO_TRL else
                                                              f", untested: the tests run on trl {PPO_TRL}"))
+
+import torch
+import yaml
+from accelerate import PartialState
+from accelerate.utils import gather_object
+from datasets import load_dataset
+from torch import nn
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
+                          GenerationConfig, TrainerCallback, set_seed)
+from transformers.modeling_outputs import BaseModelOutput
+from transformers.trainer_utils import get_last_checkpoint
+from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
+
+from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
 
 with warnings.catch_warnings():  # PPOTrainer is in trl.experimental in trl 1.12 (gone in 1.13): its notice says nothing
     warnings.filterwarnings("ignore", message="You are importing from 'trl.experimental'")
