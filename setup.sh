@@ -45,8 +45,8 @@ if [ "$TORCH" = cpu ]; then  # the CPU build's wheel, fetched by pip (which read
     }
     torch=("$wheels"/torch-*.whl)
 fi
-# --compile-bytecode, as pip does: otherwise each first import compiles, and where PYTHONDONTWRITEBYTECODE is set (CI,
-# containers) every run does, 25 s instead of 10 to import torch and trl (BENCHMARKS.md, section 19)
+# --compile-bytecode, as pip does: otherwise each first import compiles, and where PYTHONDONTWRITEBYTECODE is set (this
+# machine, many containers) every run does, 25 s instead of 10 to import torch and trl (BENCHMARKS.md, section 19)
 install() {  # install ENV SCRIPT: torch, the script's header, the requirements and DeepSpeed into ENV
     "$uv" pip install --quiet --compile-bytecode --python "$1" "${torch[@]}" -r "$2" -r requirements.txt \
         -r requirements-tracking.txt
