@@ -730,9 +730,17 @@ def _remove(path: str) -> None:
 
 
 def _remove_files_of(uid: int) -> None:
-    """Delete what a run's own `uid` left in the world-writable temporary directories (in /dev/shm it holds memory)."""
+    """Delete what a run's own `uid` left in the world-writable temporary directories (in /dev/shm it holds memory).
+
+    The walk skips the directories `uid` cannot enter (not its own, no execute bit for others, as every mkdtemp,
+    pytest and pip directory), below which it cannot have written: a /tmp of many files costs a run no more than an
+    empty one. `-execdir` removes each entry from inside its parent, so no path is resolved again after the walk.
+    """
     places = [d for d in dict.fromkeys([tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"]) if os.path.isdir(d)]
-    subprocess.run(["find", *places, "-xdev", "-mindepth", "1", "-user", str(uid), "-delete"],
+    subprocess.run(["find", *places, "-xdev", "-mindepth", "1",
+                    "(", "-user", str(uid), "-prune", "-execdir", "rm", "-rf", "--", "{}", "+", ")", "-o",
+                    "(", "-type", "d", "!", "-perm", "-o=x", "-prune", ")"],
+                   env={"PATH": os.defpath},  # -execdir refuses a PATH with a relative entry
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 

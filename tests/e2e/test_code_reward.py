@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -267,11 +268,20 @@ def test_files_left_in_the_hosts_temporary_directories_are_removed(mode):
     if working_python(mode) is None:
         pytest.skip(f"{mode} mode does not work here")
     name = f"code-sandbox-left-{os.getpid()}"
+    # the clean-up skips directories the run cannot enter; one it can, deeper down, is still walked
+    shared = Path(tempfile.mkdtemp(dir="/tmp")) / "open"
+    shared.mkdir()
+    shared.chmod(0o777)
+    shared.parent.chmod(0o755)
     code = "import os\n" + "".join(f"os.makedirs('{place}/{name}/d', exist_ok=True)\n"
                                     f"open('{place}/{name}/d/f', 'wb').write(b'x' * 4096)\n"
-                                    for place in ("/tmp", "/dev/shm")) + ADD
-    assert score([code], [ADD_TESTS], mode)[0] == [1.0]  # it could write there
-    assert not Path(f"/tmp/{name}").exists() and not Path(f"/dev/shm/{name}").exists()
+                                    for place in ("/tmp", "/dev/shm")) + f"open('{shared}/f', 'w').write('x')\n" + ADD
+    try:
+        assert score([code], [ADD_TESTS], mode)[0] == [1.0]  # it could write there
+        assert not Path(f"/tmp/{name}").exists() and not Path(f"/dev/shm/{name}").exists()
+        assert shared.is_dir() and not (shared / "f").exists()
+    finally:
+        shutil.rmtree(shared.parent)
 
 
 @needs("bwrap", "unshare")
