@@ -9,7 +9,7 @@ each, alternating the two for `--rounds` rounds in one process, and prints compl
 /tmp after each run).
 
     python benchmarks/bench_code_reward.py --before 49345f6       # ~1 min on 2 cores
-    CODE_SANDBOX=rlimits python benchmarks/bench_code_reward.py --before HEAD~1 --crowd 200000
+    CODE_SANDBOX=rlimits python benchmarks/bench_code_reward.py --before afa4c7c --crowd 200000   # section 20
 """
 
 import argparse
