@@ -733,8 +733,9 @@ def _remove_files_of(uid: int) -> None:
     """Delete what a run's own `uid` left in the world-writable temporary directories (in /dev/shm it holds memory).
 
     The walk skips the directories `uid` cannot enter (not its own, no execute bit for others, as every mkdtemp,
-    pytest and pip directory), below which it cannot have written: a /tmp of many files costs a run no more than an
-    empty one. `-execdir` removes each entry from inside its parent, so no path is resolved again after the walk.
+    pytest and pip directory), below which it cannot have written: 200k files in such directories cost a run next
+    to nothing (BENCHMARKS.md section 20). `-execdir` removes each entry from inside its parent, so no path is
+    resolved again after the walk.
     """
     places = [d for d in dict.fromkeys([tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"]) if os.path.isdir(d)]
     subprocess.run(["find", *places, "-xdev", "-mindepth", "1",
