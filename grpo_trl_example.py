@@ -20,9 +20,9 @@
     python grpo_trl_example.py --config recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml
     accelerate launch --config_file accelerate_configs/zero2.yaml grpo_trl_example.py --config RECIPE.yaml
 
-A run that names neither --config nor --model_name_or_path takes its settings from recipes/tiny/grpo.yaml;
-otherwise from the recipe, if any, over TRL's defaults. Every option is a flag and a recipe key, and a flag wins
-(docs/options.md).
+A run that names its model starts from TRL's defaults, a --config recipe over them, flags over both; a run that
+names no model is the default run, with recipes/tiny/grpo.yaml's settings. Every option is a flag and a recipe key,
+and a flag wins; the first lines a run prints say where its settings came from (docs/options.md).
 
 GRPO (Shao et al. 2024, DeepSeekMath, Eq. 3): sample `num_generations` completions per prompt, score them, and use
 each one's reward relative to its group, (r_i - mean(r)) / std(r), as the advantage of a clipped policy-gradient
@@ -31,7 +31,7 @@ rewards and the model, and reports what happened.
 
 To start your own, copy this file with rewards.py: the two train your model on your data with every TRL option.
 Copy extras/ too for the held-out evaluation, the run's records and plots, tool calling, the code sandbox, and checks
-that stop a mistake in one sentence. A run that names neither --config nor a model is the default run, which also reads
+that stop a mistake in one sentence. The default run, which names no model, also reads
 
     recipes/tiny/grpo.yaml assets/tiny-llama-addition assets/addition extras/
 """
@@ -41,16 +41,33 @@ import importlib
 import json
 import math
 import os
+import signal
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+if __name__ == "__main__":  # Ctrl-C while the libraries load (10-25 s): one line, not their traceback
+    signal.signal(signal.SIGINT, lambda signum, frame: sys.exit("\ninterrupted"))
 
 # On a CPU shared with other work, a torch thread that waits for the others sleeps instead of spinning on a core they
 # need: the default runs beside another torch job take 1.3-1.4x their time on an idle machine, not 4-8x, and idle no
 # longer (BENCHMARKS.md, section 13). OpenMP reads this once, when torch loads it: so before `import torch`.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# GRPO runs on the newest trl, with what TRL fixed after 1.12, and ppo_trl_example.py on trl 1.12, the last with
+# PPOTrainer (docs/versions.md): the header above and setup.sh's .venv give this one.
+GRPO_TRL = "1.16.0"
+if __name__ == "__main__":
+    try:
+        trl_version = version("trl")
+    except PackageNotFoundError:  # a Python without trl: the system's, or another project's
+        sys.exit(f"error: this Python ({sys.executable}) has no trl: run grpo_trl_example.py in the .venv that bash "
+                 "setup.sh makes (source .venv/bin/activate), or with uv run grpo_trl_example.py")
+    if os.environ.get("RANK", "0") == "0":  # a launcher's other processes print nothing here
+        print(f"grpo_trl_example.py on trl {trl_version}" + ("" if trl_version == GRPO_TRL else
+                                                              f", untested: the tests run on trl {GRPO_TRL}"))
 
 import torch
 import yaml
@@ -64,13 +81,6 @@ from trl import (GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParse
 
 from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
 
-# GRPO runs on the newest trl, with what TRL fixed after 1.12, and ppo_trl_example.py on trl 1.12, the last with
-# PPOTrainer (docs/versions.md): the header above and setup.sh's .venv give this one.
-GRPO_TRL = "1.16.0"
-if __name__ == "__main__" and os.environ.get("RANK", "0") == "0":  # a launcher's other processes print nothing here
-    trl_version = version("trl")
-    print(f"grpo_trl_example.py on trl {trl_version}" + ("" if trl_version == GRPO_TRL else
-                                                          f", untested: the tests run on trl {GRPO_TRL}"))
 
 try:  # one-sentence checks, and the run's records and plots; a copy with rewards.py alone trains without them
     from extras import cli, outputs
@@ -326,32 +336,65 @@ def extra(name: str, flag: str):
         sys.exit(f"error: {flag} needs extras/{name}.py: copy the extras/ folder beside {Path(__file__).name}")
 
 
-def make_parser(default_run: bool = True) -> TrlParser:
-    """TRL's configs, with the CPU's defaults where there is no GPU, and for the default run recipes/tiny/grpo.yaml."""
+def make_parser(recipe: Path | None = None) -> TrlParser:
+    """TRL's configs, with the CPU's defaults where there is no GPU; with `recipe` (the default run's), its settings
+    over them, its model and data found beside this script."""
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None)
     # Every trained weight takes part in every step: DDP need not look for unused ones (and warns when told to)
     parser.set_defaults(ddp_find_unused_parameters=False)
-    if default_run:
-        if not DEFAULT_RECIPE.is_file():
-            sys.exit(f"error: a run without --config reads {DEFAULT_RECIPE.relative_to(HERE)}, which is not beside "
-                     f"{Path(__file__).name}: copy it from the repository, or name your own recipe with --config")
-        recipe = yaml.safe_load(DEFAULT_RECIPE.read_text())
-        parser.set_defaults_with_config(**{**recipe, **{k: str(HERE / recipe[k]) for k in ("model_name_or_path",
-                                                                                          "dataset_name")}})
+    if recipe is not None:
+        settings = yaml.safe_load(recipe.read_text())
+        parser.set_defaults_with_config(**{**settings, **{k: str(HERE / settings[k]) for k in ("model_name_or_path",
+                                                                                            "dataset_name")}})
     return parser
 
 
+def parse_args(args: list[str] | None = None) -> tuple:
+    """The run's settings from what its recipe and flags say, never from how they were typed (an abbreviated flag
+    means what the whole one means): TRL's defaults, a --config recipe over them, flags over both. A run that names no
+    model is the default run: recipes/tiny/grpo.yaml in place of TRL's defaults, under the same flags."""
+    args = sys.argv[1:] if args is None else list(args)
+
+    def parse(parser):  # with extras/: one-sentence errors, the nearest option to a mistyped one, a readable --help
+        return cli.parse(parser, REFUSED, args, DEFAULT_RECIPE) if cli else parser.parse_args_and_config(args)
+
+    settings = parse(make_parser())
+    recipe = None
+    for i, arg in enumerate(args):  # the recipe, as TrlParser finds it (extras/cli.py reads --config=PATH too)
+        if arg == "--config" and i + 1 < len(args) or arg.startswith("--config="):
+            recipe = arg.removeprefix("--config=") if arg != "--config" else args[i + 1]
+    default_run = settings[2].model_name_or_path is None
+    if default_run and recipe:
+        sys.exit(f"error: --config {recipe} names no model: add `model_name_or_path: ...` to it, or give "
+                 "--model_name_or_path")
+    if default_run and not DEFAULT_RECIPE.is_file():
+        sys.exit(f"error: a run that names no model is the default run, which reads "
+                 f"{DEFAULT_RECIPE.relative_to(HERE)}, not beside {Path(__file__).name}: name your model with "
+                 "--model_name_or_path and your prompts with --dataset_name, or copy the file from the repository")
+    if default_run:
+        settings = parse(make_parser(DEFAULT_RECIPE))
+    if os.environ.get("RANK", "0") == "0":  # where the settings came from, the main ones, and what the run leaves off
+        script_args, training_args, _ = settings
+        origin = (f"{DEFAULT_RECIPE.relative_to(HERE)} (the default run: no model named)" if default_run else
+                  f"TRL's defaults, then {recipe}" if recipe else "TRL's defaults")
+        length = (f"{training_args.max_steps} steps" if training_args.max_steps > 0 else
+                  f"{training_args.num_train_epochs:g} epochs")
+        off = [] if script_args.eval_num_samples > 0 else ["the held-out evaluation (--eval_num_samples K)"]
+        off += [] if cli else ["extras/, not beside this script (summary.json, records, plots, held-out evaluation, "
+                               "no-signal warning, one-sentence checks)"]
+        print(f"settings: {origin}, then the flags: learning_rate {training_args.learning_rate:g}, {length}, "
+              f"num_generations {training_args.num_generations}, max_completion_length "
+              f"{training_args.max_completion_length}, beta {training_args.beta:g}"
+              + (f"; off: {', '.join(off)}" if off else ""))
+    return settings
+
+
 if __name__ == "__main__":
-    # The bundled recipe is the default of a run that names nothing: a run that names a recipe or a model starts from
-    # TRL's defaults, as TRL's own script does
-    names = ("--config", "--model_name_or_path", "--model-name-or-path")
-    names_a_run = any(arg.split("=")[0] in names for arg in sys.argv[1:])
-    parser = make_parser(default_run=not names_a_run)
-    # With extras/: one-sentence errors, the nearest option to a mistyped one, refusals, a readable --help
-    script_args, training_args, model_args = cli.parse(parser, REFUSED) if cli else parser.parse_args_and_config()
+    script_args, training_args, model_args = parse_args()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here, Ctrl-C ends training as below
     interrupted = False
     try:
         # With extras/: no upstream notice that every run would print and that says nothing about it

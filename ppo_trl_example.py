@@ -21,8 +21,8 @@
     python ppo_trl_example.py --config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml
     accelerate launch --config_file accelerate_configs/zero3.yaml ppo_trl_example.py --config RECIPE.yaml
 
-Settings: recipes/tiny/ppo.yaml for a run that names neither --config nor --model_name_or_path, else the recipe, if
-any, over TRL's defaults; a flag wins (docs/options.md).
+Settings: TRL's defaults, a --config recipe over them, flags over both; recipes/tiny/ppo.yaml's for the default run,
+which names no model. The first lines a run prints say where its settings came from (docs/options.md).
 PPO (Schulman et al. 2017; Ziegler et al. 2019): one completion per prompt, scored at its last token, a per-token KL
 penalty kl_coef to a frozen reference, a value model (the policy's transformer under a new `score` head) for GAE's
 advantages, and num_ppo_epochs passes of the clipped surrogate (docs/ppo.md). PPOTrainer does it all, but takes only a
@@ -30,8 +30,8 @@ reward *model*: RewardAdapter below wraps rewards.py's functions as one, and its
 functions into PPO's loss.
 
 Copy this file with rewards.py to train your model on your data; copy extras/ too for the held-out evaluation, the
-run's records and plots, DeepSpeed, resuming and one-sentence checks. A run that names neither --config nor a model is
-the default run, which also reads
+run's records and plots, DeepSpeed, resuming and one-sentence checks. The default run, which names no model, also
+reads
 
     recipes/tiny/ppo.yaml assets/tiny-llama-addition assets/addition extras/
 """
@@ -40,12 +40,16 @@ import gc
 import importlib
 import math
 import os
+import signal
 import sys
 import warnings
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+if __name__ == "__main__":  # Ctrl-C while the libraries load (10-25 s): one line, not their traceback
+    signal.signal(signal.SIGINT, lambda signum, frame: sys.exit("\ninterrupted"))
 
 # On a CPU shared with other work, a torch thread that waits for the others sleeps instead of spinning on a core they
 # need: the default runs beside another torch job take 1.3-1.4x their time on an idle machine, not 4-8x, and idle no
@@ -58,16 +62,22 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # header above instead.
 PPO_TRL = "1.12.0"
 if __name__ == "__main__":
-    trl_version = version("trl")
+    try:
+        trl_version = version("trl")
+    except PackageNotFoundError:  # a Python without trl: the system's, or another project's
+        trl_version = None
     ppo_venv = (Path(__file__).resolve().parent / ".venv-ppo").resolve()
     first_rank = os.environ.get("RANK", "0") == "0"  # a launcher's other processes print nothing of their own here
     if trl_version != PPO_TRL and (ppo_venv / "bin" / "python").exists() and Path(sys.prefix).resolve() != ppo_venv:
         if first_rank:
-            print(f"trl {trl_version} here: ppo_trl_example.py goes on in .venv-ppo, with trl {PPO_TRL}", flush=True)
+            print(f"{f'trl {trl_version}' if trl_version else 'no trl'} here: ppo_trl_example.py goes on in .venv-ppo, "
+                  f"with trl {PPO_TRL}", flush=True)
         os.execv(ppo_venv / "bin" / "python", [ppo_venv / "bin" / "python", *sys.argv])
-    if tuple(map(int, trl_version.split(".")[:2])) >= (1, 13):
-        sys.exit(f"error: trl {trl_version} has no PPOTrainer (TRL removed it in 1.13): run ppo_trl_example.py on "
-                 f"trl=={PPO_TRL}, in the .venv-ppo that bash setup.sh makes, or with uv run ppo_trl_example.py")
+    if trl_version is None or tuple(map(int, trl_version.split(".")[:2])) >= (1, 13):
+        which = f"trl {trl_version} has no PPOTrainer (TRL removed it in 1.13)" if trl_version else (
+            f"this Python ({sys.executable}) has no trl")
+        sys.exit(f"error: {which}: run ppo_trl_example.py on trl=={PPO_TRL}, in the .venv-ppo that bash setup.sh "
+                 "makes, or with uv run ppo_trl_example.py")
     if first_rank:
         print(f"ppo_trl_example.py on trl {trl_version}" + ("" if trl_version == PPO_TRL else
                                                              f", untested: the tests run on trl {PPO_TRL}"))
@@ -582,8 +592,9 @@ def extra(name: str, flag: str):
         sys.exit(f"error: {flag} needs extras/{name}.py: copy the extras/ folder beside {Path(__file__).name}")
 
 
-def make_parser(default_run: bool = True) -> TrlParser:
-    """TRL's configs, with the CPU's defaults where there is no GPU, and for the default run recipes/tiny/ppo.yaml."""
+def make_parser(recipe: Path | None = None) -> TrlParser:
+    """TRL's configs, with the CPU's defaults where there is no GPU; with `recipe` (the default run's), its settings
+    over them, its model and data found beside this script."""
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
@@ -592,24 +603,56 @@ def make_parser(default_run: bool = True) -> TrlParser:
     # A completion ends at its first stop token. TRL's default (None) generates past it, and the reward would score
     # the model's invented next turns
     parser.set_defaults(stop_token="eos")
-    if default_run:
-        if not DEFAULT_RECIPE.is_file():
-            sys.exit(f"error: a run without --config reads {DEFAULT_RECIPE.relative_to(HERE)}, which is not beside "
-                     f"{Path(__file__).name}: copy it from the repository, or name your own recipe with --config")
-        recipe = yaml.safe_load(DEFAULT_RECIPE.read_text())
-        parser.set_defaults_with_config(**{**recipe, **{k: str(HERE / recipe[k]) for k in ("model_name_or_path",
-                                                                                          "dataset_name")}})
+    if recipe is not None:
+        settings = yaml.safe_load(recipe.read_text())
+        parser.set_defaults_with_config(**{**settings, **{k: str(HERE / settings[k]) for k in ("model_name_or_path",
+                                                                                            "dataset_name")}})
     return parser
 
 
+def parse_args(args: list[str] | None = None) -> tuple:
+    """The run's settings from what its recipe and flags say, never from how they were typed (an abbreviated flag
+    means what the whole one means): TRL's defaults, a --config recipe over them, flags over both. A run that names no
+    model is the default run: recipes/tiny/ppo.yaml in place of TRL's defaults, under the same flags."""
+    args = sys.argv[1:] if args is None else list(args)
+
+    def parse(parser):  # with extras/: one-sentence errors, the nearest option to a mistyped one, a readable --help
+        return cli.parse(parser, REFUSED, args, DEFAULT_RECIPE) if cli else parser.parse_args_and_config(args)
+
+    settings = parse(make_parser())
+    recipe = None
+    for i, arg in enumerate(args):  # the recipe, as TrlParser finds it (extras/cli.py reads --config=PATH too)
+        if arg == "--config" and i + 1 < len(args) or arg.startswith("--config="):
+            recipe = arg.removeprefix("--config=") if arg != "--config" else args[i + 1]
+    default_run = settings[1].sft_model_path is None and settings[2].model_name_or_path is None
+    if default_run and recipe:
+        sys.exit(f"error: --config {recipe} names no model: add `model_name_or_path: ...` to it, or give "
+                 "--model_name_or_path")
+    if default_run and not DEFAULT_RECIPE.is_file():
+        sys.exit(f"error: a run that names no model is the default run, which reads "
+                 f"{DEFAULT_RECIPE.relative_to(HERE)}, not beside {Path(__file__).name}: name your model with "
+                 "--model_name_or_path and your prompts with --dataset_name, or copy the file from the repository")
+    if default_run:
+        settings = parse(make_parser(DEFAULT_RECIPE))
+    if os.environ.get("RANK", "0") == "0":  # where the settings came from, the main ones, and what the run leaves off
+        script_args, training_args, _ = settings
+        origin = (f"{DEFAULT_RECIPE.relative_to(HERE)} (the default run: no model named)" if default_run else
+                  f"TRL's defaults, then {recipe}" if recipe else "TRL's defaults")
+        length = (f"total_episodes {training_args.total_episodes}" if training_args.total_episodes else
+                  f"{training_args.num_train_epochs:g} epochs")
+        off = [] if script_args.eval_num_samples > 0 else ["the held-out evaluation (--eval_num_samples K)"]
+        off += [] if cli else ["extras/, not beside this script (summary.json, records, plots, held-out evaluation, "
+                               "no-signal warning, DeepSpeed, resume, one-sentence checks)"]
+        print(f"settings: {origin}, then the flags: learning_rate {training_args.learning_rate:g}, {length}, "
+              f"per_device_train_batch_size {training_args.per_device_train_batch_size}, response_length "
+              f"{training_args.response_length}, kl_coef {training_args.kl_coef:g}"
+              + (f"; off: {', '.join(off)}" if off else ""))
+    return settings
+
+
 if __name__ == "__main__":
-    # The bundled recipe is the default of a run that names nothing: a run that names a recipe or a model starts from
-    # TRL's defaults, as TRL's own script does
-    names = ("--config", "--model_name_or_path", "--model-name-or-path", "--sft_model_path", "--sft-model-path")
-    names_a_run = any(arg.split("=")[0] in names for arg in sys.argv[1:])
-    parser = make_parser(default_run=not names_a_run)
-    # With extras/: one-sentence errors, the nearest option to a mistyped one, refusals, a readable --help
-    script_args, training_args, model_args = cli.parse(parser, REFUSED) if cli else parser.parse_args_and_config()
+    script_args, training_args, model_args = parse_args()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here, Ctrl-C ends training as below
     interrupted = False
     try:
         # With extras/: no upstream notice that every run would print and that says nothing about it

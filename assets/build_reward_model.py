@@ -27,7 +27,7 @@ import os
 import sys
 import tempfile
 import time
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from itertools import combinations
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,9 +38,17 @@ sys.path.insert(0, str(HERE.parent))  # the scripts, rewards.py and extras/
 # It reads PPO's pad and stop tokens from ppo_trl_example.py, which imports trl 1.12's PPOTrainer: started from
 # another environment (setup.sh's .venv, the newest trl), it goes on in .venv-ppo, as the PPO script does.
 PPO_VENV = (HERE.parent / ".venv-ppo").resolve()
-if (__name__ == "__main__" and tuple(map(int, version("trl").split(".")[:2])) >= (1, 13)
-        and (PPO_VENV / "bin" / "python").exists() and Path(sys.prefix).resolve() != PPO_VENV):
-    os.execv(PPO_VENV / "bin" / "python", [PPO_VENV / "bin" / "python", *sys.argv])
+if __name__ == "__main__":
+    try:
+        trl = tuple(map(int, version("trl").split(".")[:2]))
+    except PackageNotFoundError:  # a Python without trl: the system's, or another project's
+        trl = None
+    if (trl is None or trl >= (1, 13)) and (PPO_VENV / "bin" / "python").exists() and Path(sys.prefix).resolve() != (
+            PPO_VENV):
+        os.execv(PPO_VENV / "bin" / "python", [PPO_VENV / "bin" / "python", *sys.argv])
+    if trl is None:
+        sys.exit(f"error: this Python ({sys.executable}) has no trl: run it with .venv-ppo/bin/python, which bash "
+                 "setup.sh makes")
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402

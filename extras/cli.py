@@ -16,11 +16,11 @@ import torch
 from accelerate import PartialState
 
 
-def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tuple:
+def parse(parser, refused: dict[str, str], args: list[str] | None = None, default_recipe: Path | None = None) -> tuple:
     """`parser.parse_args_and_config()`, every mistake one `error:` line. Options the trainer never reads (the
     parsed config class's own TrainingArguments fields), those it computes itself, and `refused` stop the run when
     set, as flags or recipe keys. The values are read from argparse alone: a second training config would start the
-    process group twice."""
+    process group twice. `default_recipe`: the default run's, which --help names beside the defaults it replaces."""
     args = list(sys.argv[1:] if args is None else args)
     config = parser.dataclass_types[1].__name__
     args = [part for arg in args for part in (arg.split("=", 1) if arg.startswith("--config=") else [arg])]
@@ -28,7 +28,7 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tup
                **dict.fromkeys(COMPUTED.get(config, []), f"{config}'s trainer computes it from the batch settings "
                                                           "and the number of processes"),
                **refused}
-    readable_help(parser, refused)
+    readable_help(parser, refused, default_recipe)
     hint = " (--help lists every option)"
     parser.error = lambda message: sys.exit(f"error: {message}" + ("" if "choose from" in message else hint))
     actions = {}
@@ -69,13 +69,23 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None) -> tup
                  "change --num_generations.")
 
 
-def readable_help(parser, refused: dict[str, str]) -> None:
+def readable_help(parser, refused: dict[str, str], default_recipe: Path | None = None) -> None:
     """--help with what a user sets first on its first screen: the recipe, model, data and output folder, then the
-    script's own options, then TRL's. Refused options are not listed, and where this run's default is not TRL's (the
-    default run's recipe, or the CPU's settings) TRL's is shown beside it, as TRL's help text describes its own."""
+    script's own options, then TRL's. Refused options are not listed. The defaults are those of a run that names its
+    model: where one is not TRL's (the CPU's settings) TRL's is shown beside it, as TRL's help text describes its own,
+    and where the default run's recipe sets another, that recipe's value."""
     parser.usage = "%(prog)s [--config recipe.yaml] [--option value ...]"
-    parser.description = ("Every option is a flag and a key of a YAML recipe given with --config; flags win. "
-                          "docs/options.md lists the ones you will use; refused options are not listed.")
+    recipe = {}
+    if default_recipe is not None and default_recipe.is_file():
+        import yaml
+
+        recipe = yaml.safe_load(default_recipe.read_text())
+    named = str(Path(*default_recipe.parts[-3:])) if default_recipe else ""  # recipes/tiny/<algo>.yaml
+    parser.description = (
+        "Every option is a flag and a key of a YAML recipe given with --config; flags win. The defaults below are "
+        "those of a run that names its model" + (f"; a run that names none is the default run, whose settings are "
+                                                 f"{named}'s (shown as `default run:`)" if recipe else "")
+        + ". docs/options.md lists the options you will use; refused options are not listed.")
     script_class = parser.dataclass_types[0]
     inherited = {f.name for base in script_class.__mro__[1:] if dataclasses.is_dataclass(base)
                  for f in dataclasses.fields(base)}
@@ -84,15 +94,19 @@ def readable_help(parser, refused: dict[str, str]) -> None:
     for action in parser._actions:
         if action.dest in refused:
             action.help = argparse.SUPPRESS
-        elif action.help and action.dest in trl_defaults and action.default != trl_defaults[action.dest]:
+            continue
+        if action.help and action.dest in trl_defaults and action.default != trl_defaults[action.dest]:
             action.help += f" (TRL's default: {trl_defaults[action.dest]})"
+        if action.help and action.dest in recipe and action.option_strings[0].startswith("--") and not (
+                action.option_strings[0].startswith("--no_")):
+            action.help += f" (default run: {recipe[action.dest]})".replace("%", "%%")  # argparse formats help
     first = ["help", "model_name_or_path", "dataset_name", "output_dir"]
     first += [f.name for f in dataclasses.fields(script_class) if f.name not in inherited]
     group = parser._optionals  # every field's flag is there, in the order of the dataclasses
     front = [action for dest in first for action in group._group_actions if action.dest == dest]
     config = argparse.Action(["--config"], dest="config", metavar="RECIPE.yaml", default=argparse.SUPPRESS, help=(
-        "A YAML file of `option: value` lines (recipes/ has one per model and algorithm); flags override it. "
-        "Without it and without --model_name_or_path, the default run's recipes/tiny/ file"))
+        "A YAML file of `option: value` lines (recipes/ has one per model and algorithm); flags override it. A run "
+        "whose recipe and flags name no model is the default run" + (f", {named}" if named else "")))
     group._group_actions[:] = front[:1] + [config] + front[1:] + [a for a in group._group_actions if a not in front]
 
 

@@ -265,12 +265,6 @@ def fails_early(capfd, monkeypatch):
     return run
 
 
-def script_parser(script, default_run: bool = True):
-    """`script`'s (the imported module's) parser as its __main__ builds it: the default run's, or (False) for a run
-    that names a recipe."""
-    return script.make_parser(default_run)
-
-
 def assert_run_summary(out: Path, stdout: str, steps: int, bf16_on_gpu: bool = True) -> None:
     """What every single-process run of the bundled task must leave: summary.json whose reward means are those of
     metrics.jsonl, both plots, the printed summary. `bf16_on_gpu`: the script's precision default on a GPU."""

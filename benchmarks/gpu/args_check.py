@@ -20,7 +20,7 @@ with open(sys.argv[1]) as lines:
         module = importlib.import_module(script.removesuffix(".py"))
         sys.argv = [str(Path(script).resolve()), *argv]  # as the run's own: cli.check reads them
         try:
-            parsed = cli.parse(module.make_parser(default_run="--config" not in argv), module.REFUSED, argv)
+            parsed = module.parse_args(argv)
             cli.check(*parsed)
             if script.startswith("ppo"):
                 extras_ppo.check_options(*parsed[:2])

@@ -25,7 +25,7 @@ RECIPE = {
 def default_run_files(script: str) -> list[str]:
     """The files the script's docstring says its default run reads, beside it."""
     docstring = ast.get_docstring(ast.parse((REPO / script).read_text()))
-    found = re.search(r"the default run, which also reads\n\n    (.+)", docstring)
+    found = re.search(r"The default run, which names no model, also\s+reads\n\n    (.+)", docstring)
     assert found, f"{script}'s docstring does not list the files its default run reads"
     return found.group(1).split()
 
@@ -55,7 +55,11 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
     monkeypatch.setattr("conftest.REPO", folder)  # run_script runs the script of this folder
     env = {"PYTHONPATH": ""}  # nothing of the repository importable but what was copied
     mine = users_own(tmp_path, script)
-    run_script(script, "--config", mine / "recipe.yaml", "--output_dir", tmp_path / "out", cwd=tmp_path, env=env)
+    trained = run_script(script, "--config", mine / "recipe.yaml", "--output_dir", tmp_path / "out", cwd=tmp_path,
+                         env=env)
+    assert (f"settings: TRL's defaults, then {mine / 'recipe.yaml'}, then the flags: learning_rate " in trained.stdout
+            and "; off: the held-out evaluation (--eval_num_samples K), extras/, not beside this script (summary.json"
+            in trained.stdout)  # what a copy leaves off, said
     (assert_adapter_trained if script.startswith("ppo") else lambda out: assert_trained(out, mine / "model"))(
         tmp_path / "out")
     assert not (tmp_path / "out" / "summary.json").exists()  # the run's records are an extra
@@ -68,7 +72,12 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
             f"error: {flag} needs extras/{extra}.py: copy the extras/ folder beside {script}")
     refused = run_script(script, "--output_dir", tmp_path / "no", cwd=tmp_path, env=env, check=False)
     recipe = f"recipes/tiny/{script.split('_')[0]}.yaml"
-    assert refused.returncode == 1 and f"a run without --config reads {recipe}" in refused.stderr
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
+        f"error: a run that names no model is the default run, which reads {recipe}, not beside {script}: name your "
+        "model with --model_name_or_path and your prompts with --dataset_name, or copy the file from the repository")
+    # --help, the first thing typed in a copy, needs no recipe: it shows what a run that names its model gets
+    shown = run_script(script, "--help", cwd=tmp_path, env=env)
+    assert "--model_name_or_path" in shown.stdout and "--learning_rate" in shown.stdout
 
     # From flags alone, as TRL's own script runs: TRL's defaults, not the default run's recipe
     flags = [str(a) for key, value in yaml.safe_load(RECIPE[script]).items()

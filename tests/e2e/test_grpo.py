@@ -7,7 +7,7 @@ import pytest
 import torch
 from conftest import (ADDITION, REPO, assert_adapter_trained, assert_held_out_summary, assert_no_preventable_warnings,
                       assert_run_summary, assert_summary_means, assert_trained, read_jsonl, run_script, spied,
-                      spied_calls, script_parser, write_jsonl)
+                      spied_calls, write_jsonl)
 
 from rewards import REWARDS, accuracy_reward
 
@@ -257,10 +257,8 @@ def test_recipes_parse(recipe):
     """Every GRPO recipe's keys are real options with values they take, none refused (extras/cli.py), and it names
     its own model and data."""
     import grpo_trl_example as script
-    from extras import cli
 
-    script_args, _, model_args = cli.parse(script_parser(script, default_run=False), script.REFUSED,
-                                           ["--config", str(recipe)])
+    script_args, _, model_args = script.parse_args(["--config", str(recipe)])
     assert model_args.model_name_or_path and script_args.dataset_name
 
 

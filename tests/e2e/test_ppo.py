@@ -10,7 +10,7 @@ import yaml
 from conftest import (ADDITION, MULTIPROCESS, RANK_PROBE, REPO, SHUTDOWN_PROBE, TINY_MODEL, accelerate_ddp,
                       assert_adapter_trained, assert_held_out_summary, assert_no_preventable_warnings,
                       assert_run_summary, assert_summary_means, assert_trained, ddp_flags, default_run, read_jsonl,
-                      run_script, script_parser, spied, spied_calls, write_jsonl)
+                      run_script, spied, spied_calls, write_jsonl)
 
 from rewards import accuracy_reward, get_reward_funcs
 
@@ -186,10 +186,8 @@ def test_one_prompt_may_repeat_with_columns_no_reward_reads():
 def parse(*flags):
     """The script's own parsing of `flags`, in-process, as its __main__ parses them."""
     import ppo_trl_example as ppo
-    from extras import cli
 
-    flags = [str(flag) for flag in flags]
-    return cli.parse(script_parser(ppo, default_run="--config" not in flags), ppo.REFUSED, flags)
+    return ppo.parse_args([str(flag) for flag in flags])
 
 
 @pytest.mark.ppo_trainer
@@ -205,7 +203,7 @@ def test_a_recipe_replaces_the_default_runs_settings(tmp_path):
     assert model_args.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and script_args.dataset_name == "openai/gsm8k"
     assert script_args.reward_funcs == ["accuracy", "format"] and training_args.reward_model_path is None
     (tmp_path / "mine.yaml").write_text("model_name_or_path: my-org/my-model\ndataset_name: my-org/my-data\n")
-    (tmp_path / "nothing.yaml").write_text("seed: 42\n")  # TRL's defaults
+    (tmp_path / "nothing.yaml").write_text("model_name_or_path: my-org/my-model\nseed: 42\n")  # TRL's defaults
     mine, trls = ({f.name: getattr(args, f.name) for args in parse("--config", tmp_path / recipe) for f in fields(args)}
                   for recipe in ("mine.yaml", "nothing.yaml"))
     left = set(yaml.safe_load(ppo.DEFAULT_RECIPE.read_text())) - {"model_name_or_path", "dataset_name"}

@@ -82,7 +82,7 @@ def test_refused_from_a_flag_a_recipe_key_or_both(tmp_path, name, flags, keys, o
         (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(keys))
         argv += ["--config", str(tmp_path / "recipe.yaml")]
     with pytest.raises(SystemExit, match=f"error: --{option} is not supported here: "):
-        cli.parse(SCRIPTS[name].make_parser(not keys), SCRIPTS[name].REFUSED, argv)
+        cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED, argv)
 
 
 @pytest.mark.ppo_trainer
@@ -92,7 +92,7 @@ def test_ppo_accepts_the_options_its_trainer_reads(tmp_path):
     (tmp_path / "recipe.yaml").write_text("num_train_epochs: 1\n")
     for argv in (["--ds3_gather_for_generation", "false", "--num_train_epochs", "1"],
                  ["--ds3_gather_for_generation", "false", "--config", str(tmp_path / "recipe.yaml")]):
-        _, training_args, _ = cli.parse(ppo.make_parser("--config" not in argv), ppo.REFUSED, argv)
+        _, training_args, _ = cli.parse(ppo.make_parser(), ppo.REFUSED, argv)
         assert (training_args.ds3_gather_for_generation, training_args.num_train_epochs) == (False, 1)
 
 
@@ -107,7 +107,7 @@ def test_ppo_refuses_what_its_trainer_computes_saying_so(option):
 def test_a_recipe_of_acting_options_is_not_refused(tmp_path, name):
     """A recipe that sets options that act, one from each of the three dataclasses, runs, and its values arrive."""
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({"learning_rate": 1e-5, "lora_r": 4, "system_prompt": "Hi."}))
-    script_args, training_args, model_args = cli.parse(SCRIPTS[name].make_parser(False), SCRIPTS[name].REFUSED,
+    script_args, training_args, model_args = cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED,
                                                        ["--config", str(tmp_path / "recipe.yaml"), "--seed", "3"])
     assert (training_args.learning_rate, model_args.lora_r, script_args.system_prompt, training_args.seed) == \
            (1e-5, 4, "Hi.", 3)
@@ -119,25 +119,70 @@ def resolved(parsed) -> list[dict]:
 
 @pytest.mark.parametrize("name", ALGOS)
 def test_the_default_run_is_its_recipe(name, monkeypatch, tmp_path):
-    """A run without --config is `--config recipes/tiny/<algo>.yaml` from the repository root (its paths then
-    relative), and a recipe replaces the default run's settings rather than adding to them."""
+    """A run that names no model is `--config recipes/tiny/<algo>.yaml` from the repository root (its paths then
+    relative), and a recipe of one's own replaces the default run's settings rather than adding to them; a recipe
+    that names no model stops in one line, where it would otherwise train the bundled model with its settings."""
     import os
 
-    from conftest import REPO
+    from conftest import REPO, TINY_MODEL
 
     monkeypatch.chdir(REPO)
-    plain = resolved(cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED, []))
-    recipe = resolved(cli.parse(SCRIPTS[name].make_parser(False), SCRIPTS[name].REFUSED,
-                                ["--config", f"recipes/tiny/{name}.yaml"]))
+    script = SCRIPTS[name]
+    plain = resolved(script.parse_args([]))
+    recipe = resolved(script.parse_args(["--config", f"recipes/tiny/{name}.yaml"]))
     for a, b in zip(plain, recipe):
         assert a.keys() == b.keys()
         for key in a:
             assert a[key] == (os.path.abspath(b[key]) if key in ("model_name_or_path", "dataset_name") else b[key]), key
-    other = tmp_path / "only-a-seed.yaml"
-    other.write_text("seed: 7\n")
-    script = SCRIPTS[name]
-    _, training_args, _ = cli.parse(script.make_parser(False), script.REFUSED, ["--config", str(other)])
+    other = tmp_path / "a-model-and-a-seed.yaml"
+    other.write_text(f"model_name_or_path: {TINY_MODEL}\nseed: 7\n")
+    _, training_args, _ = script.parse_args(["--config", str(other)])
     assert training_args.learning_rate != plain[1]["learning_rate"]  # TRL's default, not the tiny model's
+    (tmp_path / "only-a-seed.yaml").write_text("seed: 7\n")
+    with pytest.raises(SystemExit, match="only-a-seed.yaml names no model: add `model_name_or_path: ...` to it"):
+        script.parse_args([f"--config={tmp_path / 'only-a-seed.yaml'}"])
+
+
+# How a user may name a model: the flag whole, abbreviated as argparse allows, with an equals sign, in its dashed
+# spelling, or in a recipe; PPO also takes TRL's name for the policy, --sft_model_path
+NAMINGS = [["--model_name_or_path", "{model}"], ["--model_name", "{model}"], ["--model_name_or={model}"],
+           ["--model-name", "{model}"], ["--mod", "{model}"], ["--config", "{recipe}"]]
+
+
+@pytest.mark.parametrize("name", ALGOS)
+@pytest.mark.parametrize("naming", NAMINGS + [["--sft_model", "{model}"]], ids=" ".join)
+def test_a_run_that_names_its_model_gets_the_same_defaults_however_it_is_named(name, naming, tmp_path, capsys):
+    """Which defaults a run gets is decided from the parsed values: a model named in any spelling the parser accepts
+    means TRL's defaults, never the default run's recipe (lr 3e-4, 4-token completions, its output folder); and the
+    run says in one line where its settings came from and what it leaves off. A prefix that could mean two options is
+    refused with both full names."""
+    from conftest import TINY_MODEL
+
+    script = SCRIPTS[name]
+    (tmp_path / "recipe.yaml").write_text(f"model_name_or_path: {TINY_MODEL}\n")
+    argv = [a.format(model=TINY_MODEL, recipe=tmp_path / "recipe.yaml") for a in naming]
+    if naming[0] == "--sft_model" and name == "grpo" or naming[0] == "--mod":
+        with pytest.raises(SystemExit, match="error: (ambiguous option: --mod could match .*--model_name_or_path, |"
+                                             "unknown option --sft_model)"):
+            script.parse_args(argv)
+        return
+    script_args, training_args, model_args = script.parse_args(argv)
+    assert str(TINY_MODEL) in (model_args.model_name_or_path, getattr(training_args, "sft_model_path", None))
+    trl_config = type(training_args)
+    assert training_args.learning_rate == trl_config.learning_rate != 3e-4
+    assert training_args.output_dir != f"outputs/{name}-tiny-addition" and script_args.eval_num_samples == 0
+    said = capsys.readouterr().out.strip().splitlines()[-1]
+    origin = f"TRL's defaults, then {tmp_path / 'recipe.yaml'}" if "--config" in naming else "TRL's defaults"
+    assert said.startswith(f"settings: {origin}, then the flags: learning_rate {trl_config.learning_rate:g}, ")
+    assert said.endswith("; off: the held-out evaluation (--eval_num_samples K)")
+
+
+@pytest.mark.parametrize("name", ALGOS)
+def test_the_default_run_says_so(name, capsys):
+    SCRIPTS[name].parse_args(["--max_steps" if name == "grpo" else "--total_episodes", "64"])
+    said = capsys.readouterr().out.strip().splitlines()[-1]
+    assert said.startswith(f"settings: recipes/tiny/{name}.yaml (the default run: no model named), then the flags: "
+                           "learning_rate 0.0003, ") and "64" in said and "off:" not in said
 
 
 @pytest.mark.parametrize("name", ALGOS)
@@ -163,7 +208,7 @@ def test_typing_each_option_of_the_default_recipe_changes_nothing(name, monkeypa
     configs = []
     for argv in ([], typed):
         with pytest.raises(Caught) as caught:
-            script.main(*cli.parse(script.make_parser(), script.REFUSED, argv + ["--output_dir", str(tmp_path)]))
+            script.main(*script.parse_args(argv + ["--output_dir", str(tmp_path)]))
         configs.append(caught.value.args[0].to_dict())
     assert typed and configs[0] == configs[1]
 
@@ -182,7 +227,7 @@ def test_a_default_never_depends_on_the_disk(name, tmp_path, monkeypatch):
     monkeypatch.chdir(root)
 
     def parsed():
-        parser = script.make_parser()
+        parser = script.make_parser(script.DEFAULT_RECIPE)
         return [asdict(args) for args in parser.parse_args_into_dataclasses(args=[])], parser.format_help()
 
     before = parsed()
@@ -221,7 +266,7 @@ def test_every_mistake_is_one_sentence(tmp_path, capsys, name, argv, yaml_text, 
         recipe.write_text(yaml_text)
         argv = argv + ["--config", str(recipe)]
     with pytest.raises(SystemExit) as stop:
-        cli.parse(SCRIPTS[name].make_parser(yaml_text is None), SCRIPTS[name].REFUSED, argv)
+        cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED, argv)
     assert str(stop.value.code).startswith(message.format(recipe=recipe)), stop.value.code
     assert "\n" not in str(stop.value.code) and capsys.readouterr() == ("", "")
 
@@ -231,7 +276,7 @@ def test_help_starts_with_the_scripts_own_options(name, capsys):
     """--help: a one-line usage naming --config, a pointer to docs/options.md, the script's own options before TRL's,
     and none of the refused options."""
     with pytest.raises(SystemExit):
-        cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED, ["--help"])
+        SCRIPTS[name].parse_args(["--help"])
     text = capsys.readouterr().out
     usage, description = text.split("\n\n")[:2]
     assert usage.count("\n") == 0 and "--config recipe.yaml" in usage and "docs/options.md" in description
@@ -241,34 +286,44 @@ def test_help_starts_with_the_scripts_own_options(name, capsys):
 
 @pytest.mark.parametrize("name", ALGOS)
 def test_the_documented_defaults_are_the_scripts(name):
-    """docs/options.md's table for each script gives the defaults a run without flags gets on this machine, for every
-    row that names one flag and one value. Activation checkpointing's default depends on the machine, for both
-    scripts alike (make_parser), and the table says so."""
+    """docs/options.md's table for each script gives the defaults a run that names its model gets on this machine,
+    and the default run's value beside each one its recipe replaces, for every row that names one flag and one value.
+    Activation checkpointing's default depends on the machine, for both scripts alike (make_parser), and the table
+    says so."""
     import re
 
     import torch
-    from conftest import REPO
+    from conftest import REPO, TINY_MODEL
 
     text = (REPO / "docs" / "options.md").read_text()
     rows = dict(re.findall(r"^\| `--(\w+)` \| ([^|]*) \|", text.split("## PPO's flags")[name == "ppo"], re.M))
     assert rows["activation_checkpointing"].strip() == "on a GPU, off on a CPU"
-    values = {k: v for args in resolved(cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED, []))
-              for k, v in args.items()}
+
+    def values(argv):
+        return {k: v for args in resolved(SCRIPTS[name].parse_args(argv)) for k, v in args.items()}
+
+    named, default_run = values(["--model_name_or_path", str(TINY_MODEL)]), values([])
     checked = 0
-    for flag, default in rows.items():
-        default = default.strip().strip("`").replace("on a GPU, off on a CPU",
-                                                     "on" if torch.cuda.is_available() else "off")
-        value = values[flag]
-        if isinstance(value, bool):
-            assert (default in ("on", "true")) is value and default in ("on", "off", "true", "false"), (flag, default)
-        elif isinstance(value, (int, float)) and re.fullmatch(r"[-\d.e]+", default):
-            assert float(default) == value, (flag, default, value)
-        elif isinstance(value, str) and re.fullmatch(r"[\w/.-]+", default):
-            assert value == default, (flag, default, value)
-        else:
-            continue
-        checked += 1
-    assert checked >= 8
+    for flag, cell in rows.items():
+        default, _, run = cell.strip().partition(" (default run: ")
+        for documented, value in [(default, named[flag]), (run.removesuffix(")"), default_run[flag])]:
+            if not documented or flag == "model_name_or_path" and value == str(TINY_MODEL):  # the one named here
+                continue
+            documented = documented.strip("`").replace("on a GPU, off on a CPU",
+                                                       "on" if torch.cuda.is_available() else "off")
+            if isinstance(value, bool):
+                assert (documented in ("on", "true")) is value and documented in ("on", "off", "true", "false"), (
+                    flag, documented)
+            elif documented == "none":
+                assert value is None, (flag, value)
+            elif isinstance(value, (int, float)) and re.fullmatch(r"[-\d.e]+", documented):
+                assert float(documented) == value, (flag, documented, value)
+            elif isinstance(value, str) and re.fullmatch(r"[\w/.-]+", documented):
+                assert value == documented or value == str(REPO / documented), (flag, documented, value)
+            else:
+                continue
+            checked += 1
+    assert checked >= 16
 
 
 @pytest.mark.parametrize("name", ALGOS)
@@ -276,28 +331,31 @@ def test_a_recipe_may_give_one_value_for_a_list(tmp_path, name):
     """`reward_funcs: accuracy` in a recipe is the list [accuracy], not the characters of "accuracy"; ModelConfig
     keeps `lora_target_modules: all-linear` as peft's shorthand."""
     (tmp_path / "recipe.yaml").write_text("reward_funcs: accuracy\nlora_target_modules: all-linear\n")
-    script_args, _, model_args = cli.parse(SCRIPTS[name].make_parser(False), SCRIPTS[name].REFUSED,
+    script_args, _, model_args = cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED,
                                            ["--config", str(tmp_path / "recipe.yaml")])
     assert script_args.reward_funcs == ["accuracy"] and model_args.lora_target_modules == "all-linear"
 
 
 @pytest.mark.parametrize("name", ALGOS)
 def test_help_shows_what_a_user_sets_first_on_its_first_screen(name, capsys):
-    """--config, the model, the data, the output folder and the script's own options come first; an option whose
-    default here is not TRL's (the default run's recipe) shows TRL's beside it, as TRL's help text speaks of TRL's."""
+    """--config, the model, the data, the output folder and the script's own options come first. The defaults shown
+    are what a run that names its model gets; the default run's recipe is named, and its value shown beside each
+    default it replaces; where a default here is not TRL's (the CPU's), TRL's is shown too."""
     with pytest.raises(SystemExit):
-        cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED, ["--help"])
+        SCRIPTS[name].parse_args(["--help"])
     text = capsys.readouterr().out
     first_screen = "\n".join(text.splitlines()[:60])
     for flag in ("--config RECIPE.yaml", "--model_name_or_path", "--dataset_name", "--output_dir", "--system_prompt"):
         assert flag in first_screen, flag
     words = " ".join(text.split())  # the help wraps lines at the terminal's width
-    assert f"AdamW. (TRL's default: {'1e-06' if name == 'grpo' else '3e-06'}) (default: 0.0003)" in words
+    assert f"a run that names none is the default run, whose settings are recipes/tiny/{name}.yaml's" in words
+    assert f"AdamW. (default run: 0.0003) (default: {'1e-06' if name == 'grpo' else '3e-06'})" in words
+    assert "(default run: 8) (default: 0)" in words  # --eval_num_samples
 
 
 @pytest.mark.parametrize("name", ALGOS)
 def test_config_with_an_equals_sign(tmp_path, name):
     (tmp_path / "recipe.yaml").write_text("seed: 7\n")
-    _, training_args, _ = cli.parse(SCRIPTS[name].make_parser(False), SCRIPTS[name].REFUSED,
+    _, training_args, _ = cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED,
                                     [f"--config={tmp_path / 'recipe.yaml'}"])
     assert training_args.seed == 7

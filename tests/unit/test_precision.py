@@ -63,6 +63,6 @@ def test_no_bundled_recipe_trains_half_precision_weights(algo):
     for recipe in sorted(REPO.glob("recipes/*/*/*.yaml")) + sorted(REPO.glob("recipes/tiny/*.yaml")):
         if ("/ppo/" in str(recipe) or recipe.name == "ppo.yaml") != (algo == "ppo") or recipe.name == "tools.yaml":
             continue  # the other script's; tools.yaml, the tiny tool task, is fp32 as the tiny recipes
-        _, training_args, model_args = cli.parse(script.make_parser(False), script.REFUSED, ["--config", str(recipe)])
+        _, training_args, model_args = cli.parse(script.make_parser(), script.REFUSED, ["--config", str(recipe)])
         assert model_args.dtype != "auto", recipe  # "auto" would need the hub to tell
         check_precision(algo, model_args, training_args, "unused: the dtype is named")
