@@ -182,6 +182,9 @@ def check_value(path: str, key: str, value, action) -> None:
             sys.exit(f"error: {path}: {key}: {item!r} is not one of {', '.join(map(str, action.choices))}")
 
 
+DATA_FILES = (".jsonl", ".json", ".csv", ".parquet")  # what the scripts' load_prompts reads as a file
+
+
 def check(script_args, training_args, model_args) -> None:
     """The run's paths, models, launch and packages, before anything loads: each mistake one `error:` line."""
     here = Path(sys.argv[0]).resolve().parent
@@ -192,41 +195,27 @@ def check(script_args, training_args, model_args) -> None:
         sys.exit(f"error: the default run reads {' and '.join(str(Path(p).relative_to(here)) for _, p in bundled)}, "
                  f"which are not beside {Path(sys.argv[0]).name}: copy them from the repository with it, or give "
                  f"your own with {' and '.join(flag for flag, _ in bundled)}")
-    reward_models = getattr(script_args, "reward_model_name_or_path", [])
-    for flag, path in [("--model_name_or_path", model_args.model_name_or_path),
-                       ("--dataset_name", script_args.dataset_name),
-                       *[("--reward_model_name_or_path", p) for p in reward_models],
-                       *[(f"--{k}", getattr(training_args, k, None) or getattr(script_args, k, None))
-                         for k in ("sft_model_path", "value_model_path", "reward_model_path")]]:
-        if path and not Path(path).expanduser().exists() and (path.startswith((".", "/", "~")) or path.count("/") > 1
-                                                              or Path(path).suffix in (".jsonl", ".json", ".csv")):
-            sys.exit(f"error: {flag} {path}: no such file or directory")  # a path, not a hub id: no hub lookup
-    name = getattr(training_args, "sft_model_path", None) or model_args.model_name_or_path  # the policy
-    if not Path(name).expanduser().exists():  # a hub id: config.json, or an adapter's (--eval_only)
-        from huggingface_hub import constants, hf_hub_download
-
-        for file in ("config.json", "adapter_config.json"):
-            try:
-                hf_hub_download(name, file, revision=model_args.model_revision)  # from the cache when offline
-                break
-            except Exception as err:
-                error = err
-        else:
-            sys.exit(f"error: --model_name_or_path {name} is not a local directory, and " + (
-                "the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache" if constants.HF_HUB_OFFLINE
-                else f"the hub could not serve it ({type(error).__name__})"))
+    policy = getattr(training_args, "sft_model_path", None) or model_args.model_name_or_path
+    for flag, path, kind, revision in [
+            ("--sft_model_path" if policy != model_args.model_name_or_path else "--model_name_or_path", policy,
+             "model", model_args.model_revision),
+            ("--dataset_name", script_args.dataset_name, "dataset", None),
+            *[("--reward_model_name_or_path", p, "model", None) for p in getattr(script_args,
+                                                                                  "reward_model_name_or_path", [])],
+            *[(f"--{k}", getattr(training_args, k, None) or getattr(script_args, k, None), "model",
+               model_args.model_revision if k == "value_model_path" else None)
+              for k in ("value_model_path", "reward_model_path")]]:
+        if path:
+            check_path(flag, path, kind, revision, here)
     data = Path(script_args.dataset_name)
-    kinds = (".jsonl", ".json", ".csv", ".parquet")
-    if data.is_file() and data.suffix not in kinds:
-        sys.exit(f"error: --dataset_name {data}: use a {', '.join(kinds)} file, or a folder")
+    if data.is_file() and data.suffix not in DATA_FILES:
+        sys.exit(f"error: --dataset_name {data}: use a {', '.join(DATA_FILES)} file, or a folder")
     for file in [data] if data.is_file() else sorted(data.rglob("*")) if data.is_dir() else []:
-        if file.suffix in kinds and file.stat().st_size == 0:  # datasets would stop with a bare StopIteration
+        if file.suffix in DATA_FILES and file.stat().st_size == 0:  # datasets would stop with a bare StopIteration
             sys.exit(f"error: --dataset_name: {file} is empty")
-    if not data.expanduser().exists():
-        check_hub_dataset(str(data))
     if model_args.use_peft and model_args.lora_target_modules:
         trust = getattr(training_args, "trust_remote_code", getattr(script_args, "trust_remote_code", False))
-        check_lora_targets(model_args.lora_target_modules, name, model_args.model_revision, trust)
+        check_lora_targets(model_args.lora_target_modules, policy, model_args.model_revision, trust)
     on_cpu = training_args.use_cpu or not torch.cuda.is_available()
     if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and on_cpu:
         sys.exit("error: FSDP shards a model across GPUs only: on a CPU accelerate would run plain DDP under FSDP's "
@@ -274,21 +263,55 @@ def check(script_args, training_args, model_args) -> None:
                  "or more, or turn the evaluation off with --eval_num_samples 0")
 
 
-def check_hub_dataset(name: str) -> None:
-    """A --dataset_name that is no file or folder here is a hub id: ask the hub briefly now, where datasets would
-    retry for half a minute with no network, and say in one line that it has no such dataset or cannot be reached.
-    Offline (HF_HUB_OFFLINE=1), datasets reads its cache, and the script says when it holds no such dataset."""
-    from huggingface_hub import HfApi, constants
+# Bundled folders that are built, not shipped, and the command that builds each (tests/unit/test_errors.py checks
+# that each builder writes there by default)
+BUILT = {"assets/SmolLM2-135M-Instruct": "python assets/convert_gguf.py",
+         "assets/sentiment-reward-model": "python assets/build_reward_model.py"}
 
-    if constants.HF_HUB_OFFLINE:
+
+def check_path(flag: str, path: str, kind: str, revision: str | None, here: Path) -> None:
+    """`path` is a file or folder here, or a hub id (`name` or `org/name`) of a model or dataset the hub has: else one
+    `error:` line saying where relative paths are read from (the working directory, in a recipe too), where the
+    path is if it is beside the script, and the command that builds a bundled folder that is built, not shipped.
+    The hub is asked once, for 5 s (transformers and datasets retry for half a minute with no network); offline
+    (HF_HUB_OFFLINE=1), a model must be in its cache, and datasets reads its own."""
+    local = Path(path).expanduser()
+    if local.exists():
         return
-    try:
-        HfApi().dataset_info(name, timeout=5)
-    except Exception as err:  # RepositoryNotFoundError, a malformed id, or no network; a gated one exists
-        if "Gated" not in type(err).__name__:
-            reason = ("the hub has no dataset of that name" if "NotFound" in type(err).__name__ or "Validation" in
-                      type(err).__name__ else f"the hub could not be reached to look it up ({type(err).__name__})")
-            sys.exit(f"error: --dataset_name {name}: no such file or folder here, and {reason}")
+    parts = Path(path).parts
+    hub_id = (not path.startswith((".", "/", "~")) and len(parts) <= 2 and local.suffix not in DATA_FILES
+              and not (len(parts) == 2 and Path(parts[0]).is_dir()))  # `assets/x` where assets/ is a folder: a path
+    reason = "no such file or directory"
+    if hub_id:
+        from huggingface_hub import HfApi, constants, try_to_load_from_cache
+
+        if kind == "model" and any(isinstance(try_to_load_from_cache(path, file, revision=revision), str)
+                                   for file in ("config.json", "adapter_config.json")):  # a LoRA adapter's, too
+            return
+        if constants.HF_HUB_OFFLINE:
+            if kind == "dataset":
+                return
+            reason = ("not a file or folder here, and the hub is offline (HF_HUB_OFFLINE=1) and its cache has no "
+                      "such model")
+        else:
+            try:
+                getattr(HfApi(), f"{kind}_info")(path, revision=revision, timeout=5)
+                return
+            except Exception as err:  # RepositoryNotFoundError, a malformed id, or no network; a gated one exists
+                if "Gated" in type(err).__name__:
+                    return
+                reason = "not a file or folder here, and " + (
+                    f"the hub has no {kind} of that name" if "NotFound" in type(err).__name__ or "Validation" in
+                    type(err).__name__ else f"the hub could not be reached to look it up ({type(err).__name__})")
+    hints = []
+    if not local.is_absolute():
+        hints.append(f"relative paths, in a recipe too, are read from the working directory, {Path.cwd()}")
+        if (here / local).exists():
+            hints.append(f"it is in {here}: run from there")
+    built = next((command for folder, command in BUILT.items() if Path(*local.parts[-2:]) == Path(folder)), None)
+    if built:
+        hints.append(f"it is built, not shipped: `{built}` builds it")
+    sys.exit(f"error: {flag} {path}: {reason}" + "".join(f"; {hint}" for hint in hints))
 
 
 def check_lora_targets(targets: list[str] | str, model: str, revision: str, trust_remote_code: bool) -> None:

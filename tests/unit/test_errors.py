@@ -1,7 +1,9 @@
 """Bad input gets one clear sentence, early, naming the problem and what would be valid."""
 
+from pathlib import Path
+
 import pytest
-from conftest import ADDITION, run_script, write_jsonl
+from conftest import ADDITION, REPO, run_script, write_jsonl
 
 SCRIPT = "grpo_trl_example.py"
 TINY = ["--max_steps", 2, "--logging_steps", 1, "--eval_num_samples", 0]
@@ -75,6 +77,59 @@ def test_hub_id_while_offline(tmp_path, fails_early):
     # fails_early sets HF_HUB_OFFLINE=1
     error = fails_early(tmp_path, "--dataset_name", ADDITION, "--model_name_or_path", "some-org/some-model")
     assert named(error, "--model_name_or_path some-org/some-model", "offline")
+
+
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", pytest.param("ppo_trl_example.py", marks=pytest.mark.slow)])
+def test_a_recipe_run_from_another_folder_says_where_its_paths_are_read_from(tmp_path, fails_early, script):
+    """The repository's recipe from another folder: its relative model path is no folder there, so the run stops at
+    once (no hub retries), naming the working directory and the folder to run from."""
+    recipe = REPO / "recipes" / "tiny" / f"{script.split('_')[0]}.yaml"
+    error = fails_early(tmp_path, "--config", recipe, script=script)
+    assert error == ("error: --model_name_or_path assets/tiny-llama-addition: not a file or folder here, and the hub "
+                     "is offline (HF_HUB_OFFLINE=1) and its cache has no such model; relative paths, in a recipe too, "
+                     f"are read from the working directory, {tmp_path}; it is in {REPO}: run from there")
+
+
+@pytest.mark.slow  # a real process, with the hub on
+def test_a_hub_id_is_looked_up_once_briefly(tmp_path, fails_early):
+    """With the hub on and no network (or no such model), one lookup of 5 s at most, not huggingface_hub's retries
+    (23 s and more)."""
+    error = fails_early(tmp_path, "--model_name_or_path", "no-such-org-x9/no-such-model", "--dataset_name", ADDITION,
+                        env={"HF_HUB_OFFLINE": "0"}, in_process=False)
+    assert error.startswith("error: --model_name_or_path no-such-org-x9/no-such-model: not a file or folder here, and "
+                            "the hub "), error
+    assert "could not be reached to look it up" in error or "has no model of that name" in error
+
+
+# Every model a run names, the reward and value models included, is checked before loading; a bundled folder that is
+# built, not shipped, names the command that builds it (an RLHF recipe before its reward model is built)
+NAMED_PATHS = [
+    ("grpo_trl_example.py", "--reward_model_name_or_path", "assets/sentiment-reward-model",
+     "it is built, not shipped: `python assets/build_reward_model.py` builds it"),
+    ("grpo_trl_example.py", "--model_name_or_path", "assets/SmolLM2-135M-Instruct",
+     "it is built, not shipped: `python assets/convert_gguf.py` builds it"),
+    ("ppo_trl_example.py", "--reward_model_path", "assets/sentiment-reward-model",
+     "it is built, not shipped: `python assets/build_reward_model.py` builds it"),
+    ("ppo_trl_example.py", "--value_model_path", "./no-such-value-model", ""),
+    ("ppo_trl_example.py", "--sft_model_path", "no/such/policy", ""),
+]
+
+
+@pytest.mark.parametrize("script, flag, path, hint", [pytest.param(*case, marks=pytest.mark.slow) if case[0][0] == "p"
+                                                      else case for case in NAMED_PATHS])
+def test_every_named_model_is_checked_before_loading(tmp_path, fails_early, script, flag, path, hint):
+    (tmp_path / "assets").mkdir()  # as in the repository: `assets/...` is a path, not a hub id
+    error = fails_early(tmp_path, flag, path, "--dataset_name", ADDITION, script=script)
+    assert error.startswith(f"error: {flag} {path}: no such file or directory; relative paths, in a recipe too, are "
+                            f"read from the working directory, {tmp_path}") and error.endswith(hint), error
+
+
+def test_each_built_folder_is_its_builders_default():
+    from extras.cli import BUILT
+
+    for folder, command in BUILT.items():
+        builder = REPO / command.split()[-1]
+        assert f'"{Path(folder).name}"' in builder.read_text(), (folder, builder)
 
 
 @pytest.mark.slow  # a real process
