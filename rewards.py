@@ -115,7 +115,7 @@ def check_reward_model(path: str, trust_remote_code: bool = False) -> None:
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     except OSError as err:  # no such folder here, and none on the hub or no hub
-        raise ValueError(f"reward model {path}: no such folder here, and the hub has none or cannot be reached") from err
+        raise ValueError(f"reward model {path}: no such folder here, and the hub has none or is not reachable") from err
     architectures = config.architectures or []
     if not any(a.endswith("ForSequenceClassification") for a in architectures) or config.num_labels != 1:
         raise ValueError(f"reward model {path} is {', '.join(architectures or ['an unknown architecture'])} with "
