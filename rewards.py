@@ -101,8 +101,11 @@ def check_columns(reward_funcs: list, splits: list, dataset_name: str) -> None:
             for need in getattr(func, "columns", ()):
                 names = (need,) if isinstance(need, str) else tuple(need)
                 if not any(n in split.column_names for n in names):
-                    how = f"map yours onto it with {flags[names[0]]} <column>" if names[0] in flags else (
-                        f"rename yours to '{names[0]}' in the data")
+                    others = [c for c in split.column_names if c not in ("prompt", "input_ids")]
+                    how = (f"map yours onto it with {flags[names[0]]} <column>" if names[0] in flags else
+                           f"rename yours to '{names[0]}' in the data") if others else (
+                        f"add one to the data, or, if the reward can score without it, give its argument a default "
+                        f"({names[0]}=None)")  # no column to map: a prompt-only dataset
                     raise ValueError(f"reward '{func.__name__}' needs a column {' or '.join(map(repr, names))}, and "
                                      f"{dataset_name} has: {', '.join(split.column_names)}; {how}")
 
@@ -383,13 +386,20 @@ TRAINER_KWARGS = ("completions", "prompts", "completion_ids", "trainer_state", "
 
 
 def import_dotted(path: str, kind: str):
-    """The object at `package.module.name`, or a ValueError saying how to make it importable."""
+    """The object at `package.module.name`, or a ValueError saying how to make its module importable, or, where it
+    imported, what it holds."""
     module, _, name = path.rpartition(".")
     try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
+        imported = importlib.import_module(module)
+    except ImportError as err:
         raise ValueError(f"cannot import {kind} '{path}' ({err}); its module must be importable, e.g. on PYTHONPATH "
                          "or next to your script") from err
+    if not hasattr(imported, name):
+        functions = sorted(n for n, v in vars(imported).items() if callable(v) and not n.startswith("_")
+                           and getattr(v, "__module__", module) == module)  # its own, not what it imports
+        raise ValueError(f"{kind} '{path}': module {module} ({imported.__file__}) has no '{name}'; it defines: "
+                         f"{', '.join(functions) or 'nothing callable'}")
+    return getattr(imported, name)
 
 
 # ---- reading a final answer ----------------------------------------------------------------------------------------

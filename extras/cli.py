@@ -22,7 +22,7 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     set, as flags or recipe keys. The values are read from argparse alone: a second training config would start the
     process group twice. `default_recipe`: the default run's, which --help names beside the defaults it replaces."""
     args = list(sys.argv[1:] if args is None else args)
-    config = parser.dataclass_types[1].__name__
+    config_class = config = parser.dataclass_types[1].__name__
     args = [part for arg in args for part in (arg.split("=", 1) if arg.startswith("--config=") else [arg])]
     refused = {**dict.fromkeys(UNREAD.get(config, []), f"{config}'s trainer never reads it"),
                **dict.fromkeys(COMPUTED.get(config, []), f"{config}'s trainer computes it from the batch settings "
@@ -54,7 +54,12 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     if unknown:
         name = next((u for u in unknown if u.startswith("-")), unknown[0])
         what = f"unknown option {name.split('=')[0]}" if name.startswith("-") else f"unexpected argument {name!r}"
-        sys.exit(f"error: {what}{nearest(name.lstrip('-').split('=')[0], actions, '--')}")
+        option = name.lstrip("-").split("=")[0].replace("-", "_")
+        other = next((theirs for ours, theirs in COUNTERPARTS.get(config_class, []) if option == ours), False)
+        if other is not False:  # the other script's name: the nearest spelling would be another option
+            sys.exit(f"error: {what}: that is {'PPO' if config_class == 'GRPOConfig' else 'GRPO'}'s option; "
+                     + (f"here it is --{other}" if other else f"{COUNTERPARTS_WHY[option]}"))
+        sys.exit(f"error: {what}{nearest(option, actions, '--')}")
     refuse(refused, defaults, values)
     try:
         return parser.parse_args_and_config(args)
@@ -142,6 +147,17 @@ COMPUTED = {
     "PPOConfig": """world_size local_batch_size micro_batch_size batch_size mini_batch_size local_mini_batch_size
         num_total_batches""".split(),
 }
+
+
+# An option of the other script typed into this one -> this one's name for the same thing (None: it has none, for the
+# reason in COUNTERPARTS_WHY); tests/unit/test_options.py checks each name against the two scripts' options
+COUNTERPARTS = {
+    "PPOConfig": [("reward_model_name_or_path", "reward_model_path"), ("max_completion_length", "response_length"),
+                  ("beta", "kl_coef"), ("num_generations", None)],
+    "GRPOConfig": [("reward_model_path", "reward_model_name_or_path"), ("response_length", "max_completion_length"),
+                   ("kl_coef", "beta"), ("sft_model_path", "model_name_or_path")],
+}
+COUNTERPARTS_WHY = {"num_generations": "PPO samples one completion per prompt, and learns a value model as baseline"}
 
 
 def nearest(name: str, actions: dict, prefix: str = "") -> str:

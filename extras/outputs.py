@@ -125,16 +125,22 @@ def tidy(trainer) -> None:
 
 class NoSignalWatchdog(TrainerCallback):
     """Warn (or with `stop`, stop cleanly) when `patience` logs in a row carry no learning signal: GRPO's groups all
-    alike (frac_reward_zero_std) or a flat reward. Also a reward that scored nothing, and GRPO's zero loss at beta 0."""
+    alike (frac_reward_zero_std) or a flat reward. A flat reward at its known `maximum` is a solved task, said as
+    such. Also a reward that scored nothing, and GRPO's zero loss at beta 0. `groups`: the trainer samples groups
+    (GRPO's --num_generations); PPO samples one completion per prompt."""
 
-    FIXES = ("Usual fixes: more completions per prompt (--num_generations), a higher --temperature, a reward with "
-             "partial credit (e.g. add tag_count next to format), or check that the reward can read your completions "
-             "at all (look at completions.jsonl: is the answer where the parser looks?).")
-
-    def __init__(self, patience: int = 5, stop: bool = False, beta: float | None = None):
+    def __init__(self, patience: int = 5, stop: bool = False, beta: float | None = None, groups: bool = True,
+                 maximum: float | None = None):
         self.patience = patience
         self.stop = stop
         self.beta = beta
+        self.maximum = maximum
+        self.fixes = ("Usual fixes: " + ("more completions per prompt (--num_generations), " if groups else "")
+                      + "a higher --temperature, a reward with partial credit (e.g. add tag_count next to format), or "
+                      "check that the reward can read your completions at all (look at completions.jsonl: is the "
+                      "answer where the parser looks?).")
+        self.consequence = ("so the advantages are zero and the policy does not change" if groups else
+                            "so the reward teaches nothing and only the KL penalty moves the policy")
         self.recent = []
         self.warned = False
         self.told = set()
@@ -158,13 +164,18 @@ class NoSignalWatchdog(TrainerCallback):
         rewards = [log["reward"] for log in self.recent]
         reason = None
         if len(self.recent) == self.patience:
-            if all(log.get("frac_reward_zero_std", 0.0) >= 0.95 for log in self.recent):
+            if self.maximum is not None and min(rewards) >= self.maximum - 1e-6:
+                reason = (f"NOTE: every completion has scored the reward's maximum, {self.maximum:g}, for "
+                          f"{self.patience} logging steps (step {state.global_step}): the policy solves these prompts, "
+                          "and there is nothing left to learn from them; harder prompts would teach it more.")
+            elif all(log.get("frac_reward_zero_std", 0.0) >= 0.95 for log in self.recent):
                 reason = "frac_reward_zero_std >= 0.95: the completions of each prompt all got the same reward"
             elif max(rewards) - min(rewards) < 1e-6:
                 reason = f"the mean reward has stayed at {rewards[-1]:.4g}"
         if reason and not self.warned:
-            self.say(state, f"WARNING: no learning signal for {self.patience} logging steps (step {state.global_step}):"
-                     f" {reason}, so the advantages are zero and the policy does not change. {self.FIXES}")
+            self.say(state, reason if reason.startswith("NOTE") else (
+                f"WARNING: no learning signal for {self.patience} logging steps (step {state.global_step}): {reason}, "
+                f"{self.consequence}. {self.fixes}"))
             if self.stop:
                 control.should_training_stop = True
                 self.say(state, "Stopping training (--stop_on_no_signal).")
@@ -175,14 +186,31 @@ class NoSignalWatchdog(TrainerCallback):
                      "each group, so the loss is about 0 at every step even while the policy learns. Watch the reward.")
 
 
+def reward_maximum(reward_funcs: list, weights: list[float]) -> float | None:
+    """The total reward's maximum where it is known: every reward a correctness reward (1.0 exactly when right,
+    rewards.reads), none weighted below 0; else None (a reward model's, or another reward's, is not known).
+
+    >>> from rewards import get_reward_funcs
+    >>> reward_maximum(get_reward_funcs(["accuracy"], 8), [2.0]), reward_maximum(get_reward_funcs(["length"], 8), [1.0])
+    (2.0, None)
+    """
+    if reward_funcs and all(getattr(f, "correctness", False) for f in reward_funcs) and min(weights) >= 0:
+        return float(sum(weights))
+    return None
+
+
 def record(trainer, script_args, beta: float | None = None, samples: Callable[[], list[dict]] | None = None):
     """Add the run's records to `trainer`: metrics.jsonl and completions.jsonl (a GRPOTrainer's last generation batch,
-    unless `samples` gives the completions), short logs, and the no-signal watchdog (`beta`: GRPO's KL coefficient).
-    Says how the run is spread over processes, and starts the clock."""
+    unless `samples` gives a PPO run's completions), short logs, and the no-signal watchdog (`beta`: GRPO's KL
+    coefficient). Says how the run is spread over processes, and starts the clock."""
     tidy(trainer)
     trainer.add_callback(RunRecorder(trainer.args.output_dir, samples or (lambda: grpo_completions(trainer))))
     if script_args.no_signal_patience > 0:
-        trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, beta))
+        adapter = trainer.reward_model if samples else None  # PPO's: the script's RewardAdapter
+        funcs, weights = (adapter.reward_funcs, adapter.weights) if adapter else (trainer.reward_funcs,
+                                                                                   trainer.reward_weights)
+        trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, beta,
+                                              groups=samples is None, maximum=reward_maximum(funcs, weights.tolist())))
     print_distributed_mode(trainer)
     return time.perf_counter()  # the clock for summary.json's runtime
 

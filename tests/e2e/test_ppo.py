@@ -609,6 +609,7 @@ def test_no_signal_watchdog(tmp_path):
                       "--save_strategy", "steps", "--save_steps", 2, "--output_dir", out, cwd=tmp_path,
                       env={"PYTHONPATH": str(tmp_path)})
     assert "WARNING: no learning signal for 3 logging steps (step 3): the mean reward has stayed at 1" in proc.stdout
+    assert "--num_generations" not in proc.stdout  # GRPO's option, which PPO refuses
     assert json.loads((out / "summary.json").read_text())["global_step"] == 3
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
     assert json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3

@@ -359,3 +359,19 @@ def test_config_with_an_equals_sign(tmp_path, name):
     _, training_args, _ = cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED,
                                     [f"--config={tmp_path / 'recipe.yaml'}"])
     assert training_args.seed == 7
+
+
+@pytest.mark.ppo_trainer  # both scripts' options, in one environment
+def test_the_other_scripts_name_for_an_option_is_answered_with_this_ones(capsys):
+    """--reward_model_name_or_path is GRPO's name for PPO's --reward_model_path: typed into PPO, the nearest spelling
+    would be --model_name_or_path, which would put a reward model in the policy's place. Each pair of extras/cli.py's
+    COUNTERPARTS names an option of the one script that the other lacks, and an option of the other."""
+    for name, pairs in [("ppo", cli.COUNTERPARTS["PPOConfig"]), ("grpo", cli.COUNTERPARTS["GRPOConfig"])]:
+        for theirs, ours in pairs:
+            assert theirs not in all_fields(name) and theirs in all_fields("grpo" if name == "ppo" else "ppo")
+            assert ours is None or ours in all_fields(name)
+            with pytest.raises(SystemExit) as stop:
+                cli.parse(SCRIPTS[name].make_parser(), SCRIPTS[name].REFUSED, [f"--{theirs}", "x"])
+            other = "GRPO" if name == "ppo" else "PPO"
+            assert stop.value.code == f"error: unknown option --{theirs}: that is {other}'s option; " + (
+                f"here it is --{ours}" if ours else cli.COUNTERPARTS_WHY[theirs])

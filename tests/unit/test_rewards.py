@@ -254,8 +254,31 @@ def test_dotted_path_to_user_module(tmp_path, monkeypatch):
 
     with pytest.raises(ValueError, match=r"'my_rewards_for_test.NOT_A_FUNCTION' is a int, not a function"):
         get_reward_funcs(["my_rewards_for_test.NOT_A_FUNCTION"], max_completion_length=8)
-    with pytest.raises(ValueError, match=r"cannot import reward 'my_rewards_for_test.missing'.*has no attribute"):
+    # the module imported: no advice to make it importable, but what it defines
+    with pytest.raises(ValueError) as err:
         get_reward_funcs(["my_rewards_for_test.missing"], max_completion_length=8)
+    assert str(err.value) == (f"reward 'my_rewards_for_test.missing': module my_rewards_for_test ({tmp_path}/"
+                              "my_rewards_for_test.py) has no 'missing'; it defines: short")
+    with pytest.raises(ValueError, match=r"^reward 'rewards.nosuch': module rewards \(.*\) has no 'nosuch'; it "
+                                         r"defines: .*accuracy_reward"):
+        get_reward_funcs(["rewards.nosuch"], max_completion_length=8)
+
+
+def test_a_missing_column_is_said_with_the_advice_that_can_help():
+    """Data with another column: map it with the flag; prompt-only data has none to map, so the advice is to add one
+    or to let the reward do without it."""
+    from datasets import Dataset
+
+    from rewards import check_columns
+
+    needs_answer = get_reward_funcs(["accuracy"], 8)
+    with pytest.raises(ValueError, match=r"has: prompt, gold; map yours onto it with --dataset_answer_column"):
+        check_columns(needs_answer, [Dataset.from_dict({"prompt": ["1+1="], "gold": ["2"]})], "mine.jsonl")
+    with pytest.raises(ValueError) as err:
+        check_columns(needs_answer, [Dataset.from_dict({"prompt": ["Say hi."]})], "mine.jsonl")
+    assert str(err.value) == ("reward 'accuracy' needs a column 'answer' or 'solution', and mine.jsonl has: prompt; "
+                              "add one to the data, or, if the reward can score without it, give its argument a "
+                              "default (answer=None)")
 
 
 def test_dotted_path_import_failure():
