@@ -157,6 +157,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     targets = model_args.lora_target_modules  # TRL passes one name alone to peft as a regex of a whole module path
     if isinstance(targets, str) and targets.isidentifier():
         model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
+    if training_args.stop_token_id is not None:  # a stop token of one's own replaces the default, --stop_token eos
+        training_args.stop_token = None
     if cli:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         cli.check(script_args, training_args, model_args)
         extras_ppo.check_options(script_args, training_args)
@@ -168,8 +170,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ################
     tokenizer = AutoTokenizer.from_pretrained(policy_path, revision=model_args.model_revision, padding_side="left",
                                               trust_remote_code=script_args.trust_remote_code)
-    stop_ids = stop_token_ids(tokenizer, policy_path)
-    set_ppo_pad_token(tokenizer, stop_ids)  # PPOTrainer ends a completion at its first pad: not a stop token
+    # What ends a completion: with --stop_token eos, every stop token of the model, not only the tokenizer's eos (Llama
+    # 3 and Qwen list several); with --stop_token_id, that token; with neither, nothing (TRL's default)
+    model_stops = stop_token_ids(tokenizer, policy_path)
+    stops = model_stops if training_args.stop_token == "eos" else {training_args.stop_token_id} - {None}
+    set_ppo_pad_token(tokenizer, model_stops | stops)  # PPOTrainer ends a completion at its first pad: no stop token
     with PartialState().main_process_first():  # one process prepares it, the others read its cache
         train_dataset, eval_dataset = load_prompts(script_args)
         if isinstance(train_dataset[0]["prompt"], list) and tokenizer.chat_template is None:
@@ -184,7 +189,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     eval_dataset = datasets[1] if len(datasets) > 1 else None
     check_prompts(datasets, tokenizer, training_args)
     if not script_args.eval_only:
-        check_precision(model_args, training_args, policy_path, script_args.trust_remote_code)
+        check_precision(model_args, training_args, policy_path, script_args.value_model_path or policy_path,
+                        script_args.trust_remote_code)
 
     ################
     # Rewards
@@ -215,10 +221,15 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     revision = model_args.model_revision  # the policy's, and so its reference's and the value model's
     policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision, **model_kwargs)
     fit_to_tokenizer(policy, tokenizer)
+    reward_model = None
+    if training_args.reward_model_path:  # it reads the policy's token ids, as PPOTrainer feeds them, up to PPO's pad
+        reward_model = AutoModelForSequenceClassification.from_pretrained(training_args.reward_model_path,
+                                                                          num_labels=1, **model_kwargs)
+        fit_to_tokenizer(reward_model, tokenizer)
     if script_args.eval_only:
-        return extra("ppo", "--eval_only").evaluate_only(policy, tokenizer, eval_dataset, eval_source,
+        return extra("ppo", "--eval_only").evaluate_only(policy, reward_model, tokenizer, eval_dataset, eval_source,
                                                          reward_funcs + eval_reward_funcs, script_args, training_args,
-                                                         stop_ids)
+                                                         stops)
     peft_config = get_peft_config(model_args)  # None unless --use_peft
     # The reference: a frozen copy of the starting policy; under LoRA, PPOTrainer disables the adapter instead
     ref_policy = None
@@ -229,11 +240,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     with extras_ppo.new_value_head(value_path) if extras_ppo else nullcontext():
         value_model = AutoModelForSequenceClassification.from_pretrained(value_path, num_labels=1, revision=revision,
                                                                          **model_kwargs)
-    reward_model = None
-    if training_args.reward_model_path:  # it reads the policy's token ids, as PPOTrainer feeds them
-        reward_model = AutoModelForSequenceClassification.from_pretrained(training_args.reward_model_path,
-                                                                          num_labels=1, **model_kwargs)
-    for model in (ref_policy, value_model, reward_model):
+    for model in (ref_policy, value_model):
         if model is not None:
             fit_to_tokenizer(model, tokenizer)
     if training_args.activation_checkpointing:  # trl 1.12's PPOTrainer reads the flag but never acts on it
@@ -255,14 +262,14 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         processing_class=tokenizer,
         model=policy,
         ref_model=ref_policy,
-        reward_model=RewardAdapter(tokenizer, rows, reward_funcs, script_args.reward_weights, reward_model),
+        reward_model=RewardAdapter(tokenizer, rows, reward_funcs, script_args.reward_weights, reward_model, stops,
+                                   training_args.missing_eos_penalty),
         value_model=value_model,
         train_dataset=train_dataset.select_columns(["input_ids"]),
         eval_dataset=eval_dataset.select_columns(["input_ids"]) if eval_dataset is not None else None,
         peft_config=peft_config,
     )
-    if trainer.stop_token_id == tokenizer.eos_token_id:  # every stop token of the model ends a completion, not only
-        policy.generation_config.eos_token_id = sorted(stop_ids)  # the tokenizer's eos (Llama 3 and Qwen list several)
+    policy.generation_config.eos_token_id = sorted(stops) or None  # PPOTrainer set the tokenizer's eos alone
     evaluation = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after, sampled as PPOTrainer samples
         evaluation = extra("ppo", "--eval_num_samples").evaluation(trainer, eval_dataset, eval_source,
@@ -296,6 +303,9 @@ class RewardAdapter(nn.Module):
     passes it on unchanged. PPOTrainer then takes the KL penalty off each token and learns from the result
     (docs/ppo.md).
 
+    A completion that holds none of the run's `stops` never stopped: it loses `missing_eos_penalty`, here rather than
+    in trl 1.12's PPOTrainer, which counts only the tokenizer's eos as a stop (PPOTrainerWithRewardLogs hands it on).
+
     get_reward does not pass `prompt_width` on to the model, so PromptWidths sets it as PPOTrainer draws each batch.
     With a reward model in place of the functions, `backbone` asks it, as get_reward would.
     """
@@ -303,9 +313,12 @@ class RewardAdapter(nn.Module):
     base_model_prefix = "backbone"  # get_reward calls getattr(model, model.base_model_prefix)
 
     def __init__(self, tokenizer, rows: dict, reward_funcs: list, reward_weights: list[float] | None = None,
-                 reward_model: nn.Module | None = None):
+                 reward_model: nn.Module | None = None, stops: set[int] = frozenset(),
+                 missing_eos_penalty: float | None = None):
         super().__init__()
         self.tokenizer = tokenizer
+        self.stops = set(stops)
+        self.missing_eos_penalty = missing_eos_penalty
         self.rows = rows
         self.reward_funcs = reward_funcs
         self.reward_model = reward_model  # a submodule: PPOTrainer moves it to the device with the adapter
@@ -336,11 +349,15 @@ class RewardAdapter(nn.Module):
             values = [func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
                       for func in self.reward_funcs]
             per_func = torch.tensor([[math.nan if v is None else v for v in column] for column in values]).T
-        for key, text, values in zip(prompt_ids, texts, per_func.tolist()):
+        stopped = torch.tensor([bool(self.stops.intersection(ids)) for ids in completion_ids])
+        for key, text, values, stop in zip(prompt_ids, texts, per_func.tolist(), stopped.tolist()):
             scored = {name: None if math.isnan(value) else value for name, value in zip(self.names, values)}
             self.records.append({"prompt": self.tokenizer.decode(key, skip_special_tokens=True), "completion": text,
-                                 **scored})
-        rewards = (per_func * self.weights).nansum(dim=1).to(input_ids.device)  # sum_i w_i r_i, a None as 0
+                                 **scored, "stopped": stop})
+        rewards = (per_func * self.weights).nansum(dim=1)  # sum_i w_i r_i, a None as 0
+        if self.missing_eos_penalty is not None:
+            rewards = rewards - self.missing_eos_penalty * (~stopped)
+        rewards = rewards.to(input_ids.device)
         hidden = rewards[:, None, None].expand(-1, input_ids.shape[1], 1)  # (batch, length, 1): the reward everywhere
         return BaseModelOutput(hidden_states=(hidden,))
 
@@ -391,18 +408,22 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "objective/scores" in logs:  # PPOTrainer's log of an update, on every process
+            stopped = sum(record["stopped"] for record in self.reward_model.records)  # this process's, as TRL counts
             self.latest_records = gather_object(self.reward_model.records)
             self.reward_model.records = []
             for name in self.reward_model.names:  # None where no completion had one, as GRPOTrainer's nanmean
                 values = [record[name] for record in self.latest_records if record[name] is not None]
                 logs[f"rewards/{name}/mean"] = sum(values) / len(values) if values else None
             logs["reward"] = logs["objective/scores"]
+            logs["val/num_eos_tokens"] = stopped  # completions that stopped, at any stop token (TRL's: at the eos)
         super().log(logs, start_time)
 
     def train(self, resume_from_checkpoint: str | None = None) -> None:
         if resume_from_checkpoint:  # both models, optimizer, counters, RNG states, the place in the data
             extra("ppo", "--resume_from_checkpoint").resume(self, resume_from_checkpoint)
         self.add_callback(StopWhenAsked)  # the last callback: every other one has seen the update when it stops
+        penalty = self.args.missing_eos_penalty
+        self.args.missing_eos_penalty = None  # RewardAdapter applies it, at every stop token of the run
         try:
             super().train()
         except StopTraining:  # end as a run ends after its last update: its checkpoint, then train end
@@ -410,6 +431,8 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
                 self._save_checkpoint(self.model, trial=None)
                 self.control = self.callback_handler.on_save(self.args, self.state, self.control)
             self.control = self.callback_handler.on_train_end(self.args, self.state, self.control)
+        finally:
+            self.args.missing_eos_penalty = penalty  # as the run was asked, for its records
 
     def generate_completions(self, sampling: bool = False) -> None:
         super().generate_completions(sampling)
@@ -537,20 +560,27 @@ def stop_token_ids(tokenizer, policy_path: str) -> set[int]:
     return stops - {None}
 
 
-def check_precision(model_args, training_args, policy_path: str, trust_remote_code: bool) -> None:
+def check_precision(model_args, training_args, policy_path: str, value_path: str, trust_remote_code: bool) -> None:
     """Stop before loading when the value model (always) or the policy (without LoRA) would train in bf16 or fp16
     under a plain optimizer: an update below a weight's precision (1/256 of it in bf16) rounds away, so at fine-tuning
-    learning rates most updates are lost (docs/scaling.md). DeepSpeed trains an fp32 master copy."""
-    dtype = model_args.dtype
-    if dtype == "auto":  # the checkpoint's own
-        dtype = AutoConfig.from_pretrained(policy_path, revision=model_args.model_revision,
-                                           trust_remote_code=trust_remote_code).dtype
-    deepspeed = training_args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
-    dtype = str(dtype).removeprefix("torch.")
-    if dtype in ("bfloat16", "float16") and not deepspeed:
-        sys.exit(f"error: --dtype {model_args.dtype} would train the value model in {dtype} under a plain optimizer, "
-                 "which rounds most updates away: use --dtype float32 (with `accelerate launch --mixed_precision bf16` "
-                 "for bf16 compute), or DeepSpeed ZeRO (accelerate_configs/zero2.yaml)")
+    learning rates most updates are lost (docs/scaling.md). With --dtype auto each loads in its checkpoint's own dtype
+    (a value model started from a bf16 reward model, as TRL's example starts it, is bf16). DeepSpeed trains an fp32
+    master copy."""
+    if training_args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        return
+    trained = {"value model": value_path}
+    if not model_args.use_peft or model_args.lora_modules_to_save:  # those copies keep the base's dtype
+        trained["policy"] = policy_path
+    for what, path in trained.items():
+        dtype = model_args.dtype
+        if dtype == "auto":  # the checkpoint's own
+            dtype = AutoConfig.from_pretrained(path, revision=model_args.model_revision,
+                                               trust_remote_code=trust_remote_code).dtype
+        dtype = str(dtype).removeprefix("torch.")
+        if dtype in ("bfloat16", "float16"):
+            sys.exit(f"error: --dtype {model_args.dtype} would train the {what} ({path}) in {dtype} under a plain "
+                     "optimizer, which rounds most updates away: use --dtype float32 (with `accelerate launch "
+                     "--mixed_precision bf16` for bf16 compute), or DeepSpeed ZeRO (accelerate_configs/zero2.yaml)")
 
 
 def set_ppo_pad_token(tokenizer, stops: set[int]) -> None:
@@ -576,7 +606,8 @@ def set_ppo_pad_token(tokenizer, stops: set[int]) -> None:
 
 
 def fit_to_tokenizer(model, tokenizer) -> None:
-    """The tokenizer's pad token on `model`: an embedding row if set_ppo_pad_token added one, and its id."""
+    """The tokenizer's pad token on `model`: an embedding row if set_ppo_pad_token added one, and its id, which a
+    sequence classifier (value or reward model) reads to find a completion's last token."""
     if model.get_input_embeddings().num_embeddings < len(tokenizer):
         model.resize_token_embeddings(len(tokenizer))
     model.config.pad_token_id = tokenizer.pad_token_id
@@ -601,8 +632,12 @@ def make_parser(recipe: Path | None = None) -> TrlParser:
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None,
                         sft_model_path=None, reward_model_path=None)  # PPOConfig's are hub models: a run names its own
     # A completion ends at its first stop token. TRL's default (None) generates past it, and the reward would score
-    # the model's invented next turns
+    # the model's invented next turns; `--stop_token none` asks for that (the parser takes only `eos`), and
+    # --stop_token_id N for a token of one's own
     parser.set_defaults(stop_token="eos")
+    stop_token = next(action for action in parser._actions if action.dest == "stop_token")
+    stop_token.choices = ("eos", None)
+    stop_token.type = lambda value: None if value.lower() == "none" else value
     if recipe is not None:
         settings = yaml.safe_load(recipe.read_text())
         parser.set_defaults_with_config(**{**settings, **{k: str(HERE / settings[k]) for k in ("model_name_or_path",

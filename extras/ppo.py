@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 import transformers
 from accelerate import PartialState
-from transformers import AutoModelForSequenceClassification, GenerationConfig
+from transformers import GenerationConfig
 
 from extras.evaluation import BeforeAfterEval, RewardModelReward, Sampling, prompt_token_ids, reference_of
 
@@ -80,21 +80,19 @@ def reward_model_reward(reward_model, tokenizer, batch_size: int) -> RewardModel
         tokenizer, prompt) + ids, tokenizer.pad_token_id, batch_size)
 
 
-def evaluate_only(policy, tokenizer, dataset, source: str, reward_funcs: list, script_args, args,
-                  stop_ids: set[int]) -> None:
+def evaluate_only(policy, reward_model, tokenizer, dataset, source: str, reward_funcs: list, script_args, args,
+                  stops: set[int]) -> None:
     """--eval_only for PPO: the policy as it is, sampled as PPOTrainer would, with no value model, reference or
-    trainer; eval.json and the table as a training run writes them. `stop_ids`: the script's stop_token_ids."""
-
+    trainer; eval.json and the table as a training run writes them. `reward_model` (or None), prepared by the script
+    as for training, and `stops`, the run's stop tokens: the script's."""
     state = PartialState()
     policy.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    if args.reward_model_path:
-        reward_model = AutoModelForSequenceClassification.from_pretrained(args.reward_model_path, num_labels=1)
+    if reward_model is not None:
         reward_funcs = [reward_model_reward(reward_model.eval().to(state.device), tokenizer,
                                             args.per_device_eval_batch_size)] + reward_funcs
-    stops = sorted(stop_ids) if args.stop_token == "eos" else args.stop_token_id  # as training stops
     BeforeAfterEval(dataset, source, tokenizer, reward_funcs, script_args.eval_num_samples,
-                    script_args.eval_max_prompts, sampling(args, tokenizer, stops), args.seed,
+                    script_args.eval_max_prompts, sampling(args, tokenizer, sorted(stops)), args.seed,
                     lambda: nullcontext(policy.to(state.device)), state, args.output_dir,
                     args.per_device_eval_batch_size).evaluate_only(step=0)
 

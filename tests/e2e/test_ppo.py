@@ -630,16 +630,51 @@ def test_a_completion_ends_at_its_first_stop_token_whatever_the_recipe_says(tmp_
     (model / "generation_config.json").write_text(json.dumps({**generation, "eos_token_id": stops}))
     recipe = {k: v for k, v in yaml.safe_load((REPO / "recipes" / "tiny" / "ppo.yaml").read_text()).items()
               if k != "stop_token"}
-    recipe.update(model_name_or_path=str(model), dataset_name=str(ADDITION), total_episodes=128, eval_num_samples=2)
+    recipe.update(model_name_or_path=str(model), dataset_name=str(ADDITION), total_episodes=128, eval_num_samples=2,
+                  missing_eos_penalty=1.0)
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     out = tmp_path / "out"
     run_script(SCRIPT, "--config", tmp_path / "recipe.yaml", "--output_dir", out, cwd=tmp_path)
 
-    completions = [r["completion"] for r in read_jsonl(out / "completions.jsonl")]
+    records = read_jsonl(out / "completions.jsonl")
+    completions = [r["completion"] for r in records]
     assert sum("1" in c for c in completions) > 10  # the model writes the stop token, so the check can fail
     assert all(c.index("1") == len(c) - 1 for c in completions if "1" in c)
+    # --missing_eos_penalty takes "stopped" as the stop does: a completion that ends at the 1 stopped, and is not
+    # penalised (trl 1.12 alone counts the tokenizer's eos only); each update's reward is its completions' accuracy
+    # less the penalty of those that never stopped, and val/num_eos_tokens counts every stop
+    assert all(r["stopped"] for r in records if r["completion"].endswith("1"))
+    for log in (m for m in read_jsonl(out / "metrics.jsonl") if "reward" in m):
+        mine = [r for r in records if r["step"] == log["step"]]
+        assert log["reward"] == pytest.approx(sum((r["accuracy"] or 0.0) - (not r["stopped"]) for r in mine)
+                                              / len(mine), abs=1e-5)
+        assert log["val/num_eos_tokens"] == sum(r["stopped"] for r in mine)
     evaluation = json.loads((out / "eval.json").read_text())
     held_out = [completion for when in ("before", "after") for row in evaluation[f"{when}_per_prompt"]
                 for completion in row["completions"]]
     assert sum("1" in c for c in held_out) > 4
     assert all(c.index("1") == len(c) - 1 for c in held_out if "1" in c)
+
+
+@pytest.mark.ppo_trainer
+def test_a_stop_token_id_of_ones_own_replaces_the_default(monkeypatch, tmp_path, capsys):
+    """--stop_token_id N with the script's default `--stop_token eos` set too, which PPOTrainer refuses: N is the run's
+    stop token. main() runs up to training, in this process."""
+    import ppo_trl_example as ppo
+    from transformers import AutoTokenizer
+
+    one = AutoTokenizer.from_pretrained(TINY_MODEL).convert_tokens_to_ids("1")
+
+    class Built(Exception):
+        pass
+
+    def built(trainer, **kwargs):
+        raise Built(trainer)
+
+    monkeypatch.setattr(ppo.PPOTrainerWithRewardLogs, "train", built)
+    with pytest.raises(Built) as caught:
+        ppo.main(*ppo.parse_args(["--stop_token_id", str(one), "--total_episodes", "64", "--eval_num_samples", "0",
+                                  "--output_dir", str(tmp_path)]))
+    trainer = caught.value.args[0]
+    assert trainer.stop_token_id == one and trainer.policy_model.generation_config.eos_token_id == [one]
+    assert trainer.reward_model.stops == {one} and trainer.processing_class.pad_token_id != one

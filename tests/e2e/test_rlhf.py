@@ -60,7 +60,7 @@ def runs(reward_model, chat_model, chats, tmp_path_factory):
         path = tmp / f"{algo}.yaml"
         path.write_text(yaml.safe_dump(config | {"output_dir": str(tmp / algo)}))
         proc = run_script(f"{algo}_trl_example.py", "--config", path, cwd=tmp)
-        out[algo] = (tmp / algo, proc.stdout)
+        out[algo] = (tmp / algo, proc.stdout, path)
     return out
 
 
@@ -92,7 +92,7 @@ def test_the_reward_model_is_the_policys_first_layers_under_one_output(reward_mo
 
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
 def test_both_scripts_train_against_it_and_report_both_rewards_and_the_kl(runs, algo):
-    out, stdout = runs[algo]
+    out, stdout, _ = runs[algo]
     report = json.loads((out / "eval.json").read_text())
     learned = "reward-model" if algo == "grpo" else "reward_model"  # GRPOTrainer names a model by its folder
     for when in ("before", "after"):
@@ -110,3 +110,21 @@ def test_both_scripts_train_against_it_and_report_both_rewards_and_the_kl(runs, 
     if algo == "grpo":
         assert all(set(k for k in r if k.startswith("rewards/")) == {f"rewards/{learned}/mean",
                                                                      f"rewards/{learned}/std"} for r in logged)
+
+
+def test_ppo_eval_only_reads_a_reward_model_as_training_does(runs, reward_model, tmp_path):
+    """A reward model saved with another pad (a stop token, as many are) is read at PPO's pad in --eval_only as in
+    training: the start policy's evaluation scores as the training run's own evaluation before training did."""
+    import shutil
+
+    model, _ = reward_model
+    other = tmp_path / "reward-model-padding-with-eos"
+    shutil.copytree(model, other)
+    config = json.loads((other / "config.json").read_text())
+    eos = AutoTokenizer.from_pretrained(other).eos_token_id
+    (other / "config.json").write_text(json.dumps({**config, "pad_token_id": eos}))
+    trained, _, recipe = runs["ppo"]
+    run_script("ppo_trl_example.py", "--config", recipe, "--reward_model_path", other, "--eval_only",
+               "--output_dir", tmp_path / "evaluated", cwd=tmp_path)
+    only, training = (json.loads((out / "eval.json").read_text()) for out in (tmp_path / "evaluated", trained))
+    assert only["model"]["reward_model"] == pytest.approx(training["before"]["reward_model"])

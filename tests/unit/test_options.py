@@ -375,3 +375,12 @@ def test_the_other_scripts_name_for_an_option_is_answered_with_this_ones(capsys)
             other = "GRPO" if name == "ppo" else "PPO"
             assert stop.value.code == f"error: unknown option --{theirs}: that is {other}'s option; " + (
                 f"here it is --{ours}" if ours else cli.COUNTERPARTS_WHY[theirs])
+
+
+@pytest.mark.ppo_trainer
+@pytest.mark.parametrize("argv, stop_token, stop_token_id", [
+    ([], "eos", None), (["--stop_token", "none"], None, None), (["--stop_token", "None"], None, None),
+    (["--stop_token_id", "7"], "eos", 7)])  # main() drops the default `eos` where a stop token id is given
+def test_ppo_takes_every_stop_token_setting_as_a_flag(argv, stop_token, stop_token_id):
+    _, training_args, _ = cli.parse(ppo.make_parser(), ppo.REFUSED, argv)
+    assert (training_args.stop_token, training_args.stop_token_id) == (stop_token, stop_token_id)

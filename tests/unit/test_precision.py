@@ -23,11 +23,19 @@ CASES = [
 ]
 
 
-def check_precision(algo, model_args, training_args, path):
+def check_precision(algo, model_args, training_args, path, value_path=None):
     if algo == "grpo":
         grpo.check_precision(model_args, training_args)
     else:
-        ppo_script().check_precision(model_args, training_args, path, False)
+        ppo_script().check_precision(model_args, training_args, path, value_path or path, False)
+
+
+def bf16_checkpoint(folder):
+    """A copy of the tiny model whose config says bf16, as "auto" reads it."""
+    shutil.copytree(TINY_MODEL, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}))
+    return folder
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -36,10 +44,7 @@ def test_a_run_that_would_train_half_precision_weights_stops_before_loading(tmp_
                                                                             modules_to_save, deepspeed, stops, algo):
     path = TINY_MODEL
     if dtype == "auto-bf16":
-        path = tmp_path / "bf16-model"
-        shutil.copytree(TINY_MODEL, path)
-        config = json.loads((path / "config.json").read_text())
-        (path / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}))
+        path = bf16_checkpoint(tmp_path / "bf16-model")
         dtype = "auto"
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", str(deepspeed).lower())
     model_args = SimpleNamespace(dtype=dtype, use_peft=peft, lora_modules_to_save=modules_to_save,
@@ -50,6 +55,18 @@ def test_a_run_that_would_train_half_precision_weights_stops_before_loading(tmp_
             check_precision(algo, model_args, training_args, str(path))
     else:
         check_precision(algo, model_args, training_args, str(path))
+
+
+@pytest.mark.ppo_trainer
+@pytest.mark.parametrize("peft", [False, True], ids=["full", "lora"])
+def test_ppo_reads_the_value_models_own_dtype(tmp_path, peft):
+    """--dtype auto with --value_model_path at a bf16 checkpoint (a reward model, as TRL's PPO example starts its value
+    model) and an fp32 policy: the value model would train in bf16, with LoRA or without."""
+    model_args = SimpleNamespace(dtype="auto", use_peft=peft, lora_modules_to_save=None, model_revision="main")
+    training_args = SimpleNamespace(deepspeed=None)
+    with pytest.raises(SystemExit, match=r"would train the value model \(.*bf16-value\) in bfloat16 under a plain"):
+        check_precision("ppo", model_args, training_args, str(TINY_MODEL), bf16_checkpoint(tmp_path / "bf16-value"))
+    check_precision("ppo", model_args, training_args, str(TINY_MODEL), str(TINY_MODEL))  # both fp32
 
 
 @pytest.mark.parametrize("algo", ALGOS)
