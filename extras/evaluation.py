@@ -5,6 +5,7 @@ for a correctness reward (`rewards.reads`), means for the others; and, where the
 sampled completions' KL to it."""
 
 import copy
+import itertools
 import json
 import math
 import time
@@ -194,10 +195,11 @@ def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: li
         votes = []
         for rs, ts in scored:
             answers = [final_answer(t) for t in ts]
-            counts = Counter(a for a in answers if a is not None)  # a tie goes to the first answer in text order
-            best = min((a for a, n in counts.items() if n == max(counts.values())), default=None)
-            votes.append(best is not None and rs[answers.index(best)] == 1.0)
-        metrics[f"maj@{k}"] = mean(map(float, votes))
+            counts = Counter(a for a in answers if a is not None)
+            # the answers tied for the most votes, one picked by a fair coin: the chance it is a right one
+            top = [a for a, n in counts.items() if n == max(counts.values())]
+            votes.append(sum(rs[answers.index(a)] == 1.0 for a in top) / len(top) if top else 0.0)
+        metrics[f"maj@{k}"] = mean(votes)
     return metrics
 
 
@@ -328,18 +330,23 @@ class BeforeAfterEval(TrainerCallback):
         self.write()
 
     def evaluate_only(self, step: int) -> None:
-        """The model as it is, once: eval.json and the table with one column, `model`."""
+        """The model as it is, once: eval.json and the table with one column, `model`. An eval.json already in the
+        folder (its run's, with a run's recipe) is kept: this one goes to the first free eval-N.json."""
         self.run("model", step)
-        self.write()
+        if not (self.output_dir / "eval.json").exists():
+            return self.write()
+        free = next(n for n in itertools.count(2) if not (self.output_dir / f"eval-{n}.json").exists())
+        self.write(f"eval-{free}.json", note="eval.json there, an earlier run's, is kept")
 
-    def write(self) -> None:
+    def write(self, name: str = "eval.json", note: str = "") -> None:
         if not self.accelerator.is_main_process:
             return
-        path = self.output_dir / "eval.json"
+        path = self.output_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**self.settings, **self.results}, indent=2) + "\n")
         columns = {when: self.results[when] for when in ("before", "after", "model") if when in self.results}
-        print(f"\nheld-out evaluation, {self.settings['source']}:\n{format_table(columns)}\n  written to {path}")
+        print(f"\nheld-out evaluation, {self.settings['source']}:\n{format_table(columns)}\n  written to {path}"
+              + (f" ({note})" if note else ""))
 
 
 def format_table(columns: dict[str, dict]) -> str:

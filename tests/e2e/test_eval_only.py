@@ -47,6 +47,13 @@ def test_eval_only_scores_a_saved_policy_as_training_did(tmp_path, script, lora)
     # nothing trained or was saved: the table has the one column, and the folder holds eval.json alone
     assert f"{'reward':<14}{'metric':<18}{'model':>8}\n" in proc.stdout
     assert "steps in" not in proc.stdout and sorted(p.name for p in evaluated.iterdir()) == ["eval.json"]
+    if not lora:  # with the run's own folder: its eval.json is kept, and the evaluation goes beside it, said
+        kept = (trained / "eval.json").read_text()
+        proc = run_script(f"{script}_trl_example.py", *default_run(script), *flags, "--model_name_or_path", trained,
+                          "--eval_only", "--output_dir", trained, cwd=tmp_path)
+        assert (trained / "eval.json").read_text() == kept and proc.stdout.rstrip().endswith(
+            f"written to {trained / 'eval-2.json'} (eval.json there, an earlier run's, is kept)")
+        assert json.loads((trained / "eval-2.json").read_text())["model"] == only["model"]
     if lora:  # the adapter's folder, loaded on its base model
         assert (trained / "adapter_config.json").exists() and not (trained / "model.safetensors").exists()
 

@@ -28,6 +28,18 @@ def test_accuracy_gets_maj_at_k_from_its_final_answers():
     assert metrics["maj@3"] == 0.5 and metrics["pass@1"] == pytest.approx((2 / 3 + 1 / 3) / 2)
 
 
+@pytest.mark.parametrize("texts, rewards, maj", [
+    (["8", "7"], [0.0, 1.0], 0.5), (["12", "9"], [0.0, 1.0], 0.5),  # a tie of two, one right: a coin's chance
+    (["9", "12"], [1.0, 0.0], 0.5), (["3", "4", "5"], [0.0, 0.0, 1.0], 1 / 3), (["7", "7"], [1.0, 1.0], 1.0),
+    (["7", "7", "3", "3", "5"], [1.0, 1.0, 0.0, 0.0, 0.0], 0.5), (["no answer", "x"], [0.0, 0.0], 0.0)])
+def test_maj_at_k_counts_a_tie_as_a_fair_coin(texts, rewards, maj):
+    """Answers tied for the most votes are picked among by a fair coin, never by their string order: [wrong 8,
+    right 7] and [wrong 12, right 9] score alike."""
+    [accuracy] = get_reward_funcs(["accuracy"], max_completion_length=8)
+    metrics = metrics_of(accuracy, [rewards], greedy_rewards=[0.0], texts=[texts], num_samples=len(texts))
+    assert metrics[f"maj@{len(texts)}"] == pytest.approx(maj)
+
+
 def test_other_rewards_and_reward_models_get_their_means():
     def reward_model(completions, **kwargs): ...
 
@@ -56,7 +68,7 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
     completions = {
         (1,): (["2", "2", "3", "5"], "2"),   # 2 right; the majority answer 2 is right; greedy right
         (2,): (["5", "5", "4", "9"], "33"),  # 1 right; the majority answer 5 is wrong;  greedy wrong
-        (3,): (["1", "2", "10", "8"], "6"),  # 0 right; no majority (first of the ties, 1, is wrong); greedy right
+        (3,): (["1", "2", "10", "8"], "6"),  # 0 right; four answers tied, none right; greedy right
     }
     calls = []
 
