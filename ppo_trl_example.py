@@ -94,7 +94,7 @@ from transformers.modeling_outputs import BaseModelOutput
 from transformers.trainer_utils import get_last_checkpoint
 from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
 
-from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
+from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs, run_reward
 
 with warnings.catch_warnings():  # PPOTrainer is in trl.experimental in trl 1.12 (gone in 1.13): its notice says nothing
     warnings.filterwarnings("ignore", message="You are importing from 'trl.experimental'")
@@ -346,8 +346,8 @@ class RewardAdapter(nn.Module):
             completions = [[{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
                            for prompt, text in zip(prompts, texts)]  # conversational prompts, chat completions
             columns = {name: [row[name] for row in rows] for name in rows[0] if name not in ("prompt", "input_ids")}
-            values = [func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
-                      for func in self.reward_funcs]
+            values = [run_reward(func, prompts=prompts, completions=completions, completion_ids=completion_ids,
+                                 **columns) for func in self.reward_funcs]
             per_func = torch.tensor([[math.nan if v is None else v for v in column] for column in values]).T
         stopped = torch.tensor([bool(self.stops.intersection(ids)) for ids in completion_ids])
         for key, text, values, stop in zip(prompt_ids, texts, per_func.tolist(), stopped.tolist()):

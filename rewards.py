@@ -6,6 +6,7 @@ dataset columns arrive as keyword arguments (`answer=[...]`), with the trainer's
 Your own: `--reward_funcs my_module.my_reward`, or an entry in REWARDS. Settings are fields of RewardArguments.
 """
 
+import asyncio
 import functools
 import importlib
 import inspect
@@ -84,12 +85,25 @@ def get_reward_funcs(names: list[str], max_completion_length: int, args: RewardA
             func = import_dotted(name, "reward")
             if not callable(func):
                 raise ValueError(f"reward '{name}' is a {type(func).__name__}, not a function")
-            # GRPOTrainer runs async rewards concurrently, as they are
+            # GRPOTrainer runs async rewards concurrently, as they are; the rest call them through run_reward
             funcs.append(func if inspect.iscoroutinefunction(func) else CheckedReward(func.__name__, func))
         else:
             raise ValueError(f"unknown reward '{name}'; choose one of: {', '.join(REWARDS)}, or give a dotted path "
                              "like my_rewards.my_fn")
     return funcs
+
+
+def run_reward(reward_func, **kwargs) -> list[float | None]:
+    """A reward's values: an async reward (GRPOTrainer awaits those itself, concurrently) run to its end here, for
+    PPO's reward adapter and the held-out evaluation, which call rewards one at a time.
+
+    >>> async def halves(completions, **kwargs):
+    ...     return [0.5] * len(completions)
+    >>> run_reward(halves, completions=["a", "b"])
+    [0.5, 0.5]
+    """
+    values = reward_func(**kwargs)
+    return asyncio.run(values) if inspect.isawaitable(values) else values
 
 
 def check_columns(reward_funcs: list, splits: list, dataset_name: str) -> None:

@@ -21,6 +21,8 @@ from accelerate.utils import gather_object
 from transformers import GenerationConfig, TrainerCallback
 from trl.data_utils import apply_chat_template, is_conversational
 
+from rewards import run_reward
+
 
 def prompt_token_ids(tokenizer, prompt, chat_template_kwargs: dict | None = None) -> list[int]:
     """A prompt's ids as trl 1.12's GRPOTrainer makes them (PPO's script uses it too): the chat template, or the
@@ -89,8 +91,8 @@ def score(reward_func, rows: dict[str, list], texts: list[list[str]], ids: list[
     completions = [[{"role": "assistant", "content": t}] for t in flat] if is_conversational(
         {"prompt": rows["prompt"][0]}) else flat
     columns = {c: [v for v in values for _ in range(k)] for c, values in rows.items() if c != "input_ids"}
-    rewards = reward_func(completions=completions, completion_ids=[i for s in ids for i in s],
-                          prompts=columns.pop("prompt"), **columns)
+    rewards = run_reward(reward_func, completions=completions, completion_ids=[i for s in ids for i in s],
+                         prompts=columns.pop("prompt"), **columns)
     return [list(rewards[i:i + k]) for i in range(0, len(rewards), k)]
 
 

@@ -114,7 +114,8 @@ def check_train_logs(out, n_updates: int, names: list[str]) -> list[dict]:
 
 @pytest.mark.ppo_trainer
 def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
-    """Known completions give known weighted rewards, read out by TRL's own get_reward() as PPOTrainer reads them."""
+    """Known completions give known weighted rewards, read out by TRL's own get_reward() as PPOTrainer reads them: a
+    reward may be async (run to its end), and a completion that never stopped loses --missing_eos_penalty."""
     from datasets import Dataset
     from trl.experimental.utils import get_reward
 
@@ -125,12 +126,13 @@ def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
     rows = [{"prompt": "3+4=", "answer": "Add them. #### 7"}, {"prompt": "12+30=", "answer": "#### 42"}]
     dataset = Dataset.from_list(rows).map(lambda row: {"input_ids": tokenizer(row["prompt"]).input_ids})
 
-    def one_char(completions, **kwargs):  # None: cannot score
+    async def one_char(completions, **kwargs):  # None: cannot score. Async, as GRPOTrainer takes them too
         return [1.0 if len(c) == 1 else None for c in completions]
 
     width = 8  # prompts left-padded to this width, as PPOTrainer's collator does to a batch's longest
     funcs = [*get_reward_funcs(["accuracy"], max_completion_length=4), one_char]
-    adapter = RewardAdapter(tokenizer, rows_by_prompt([dataset], funcs, tokenizer), funcs, reward_weights=[2.0, 0.5])
+    adapter = RewardAdapter(tokenizer, rows_by_prompt([dataset], funcs, tokenizer), funcs, reward_weights=[2.0, 0.5],
+                            stops={eos}, missing_eos_penalty=1.0)
     adapter.prompt_width = width  # as PromptWidths sets it when PPOTrainer draws the batch
 
     def query_response(prompt: str, completion_ids: list[int], length: int = 5) -> list[int]:
@@ -144,11 +146,11 @@ def test_reward_adapter_gives_known_rewards_through_trl_get_reward():
         query_response("3+4=", encode("7") + [eos]),     # right:  2 * 1 + 0.5 * 1
         query_response("3+4=", encode("8") + [eos]),     # wrong:  2 * 0 + 0.5 * 1
         query_response("12+30=", encode("42") + [eos]),  # right, `one_char` None counts 0:  2 * 1
-        query_response("12+30=", encode("4")),           # cut at the length limit, no eos:  2 * 0 + 0.5 * 1
+        query_response("12+30=", encode("4")),           # cut at the length limit, no eos:  2 * 0 + 0.5 * 1 - 1
         query_response("12+30=", [eos]),                 # empty:  2 * 0, `one_char` None
     ])
     _, scores, _ = get_reward(adapter, batch, pad, width)
-    assert scores.tolist() == [2.5, 0.5, 2.0, 0.5, 0.0]
+    assert scores.tolist() == [2.5, 0.5, 2.0, -0.5, 0.0]
 
     records, adapter.records = adapter.records, []
     assert [(r["prompt"], r["completion"], r["accuracy"], r["one_char"]) for r in records] == [

@@ -82,7 +82,7 @@ def test_evaluate_computes_the_metrics_of_fixed_completions(monkeypatch):
     monkeypatch.setattr(evaluation, "generate", fake_generate)
     dataset = Dataset.from_list([{"prompt": f"{a}+{a}=", "answer": str(2 * a), "input_ids": [a]} for a in (1, 2, 3)])
 
-    def length(completions, **kwargs):  # not a correctness reward: it gets means only
+    async def length(completions, **kwargs):  # not a correctness reward: it gets means only. Async: run to its end
         return [float(len(c)) for c in completions]
 
     [accuracy] = get_reward_funcs(["accuracy"], max_completion_length=8)
