@@ -73,7 +73,7 @@ import torch
 import yaml
 from accelerate import PartialState
 from datasets import load_dataset
-from transformers import AutoConfig, set_seed
+from transformers import AutoConfig, AutoTokenizer, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import find_adapter_config_file
 from trl import (GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config,
@@ -154,6 +154,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     ################
     with PartialState().main_process_first():  # one process prepares it, the others read its cache
         train_dataset, eval_dataset = load_prompts(script_args)
+    if isinstance(train_dataset[0]["prompt"], list) and no_chat_template(model_args):
+        sys.exit(f"error: the prompts are conversations (lists of messages, or --system_prompt made them so) and "
+                 f"{model_args.model_name_or_path}'s tokenizer has no chat template to render them")
     eval_source = f"split '{script_args.dataset_test_split}'"
     if script_args.eval_num_samples > 0:  # no test split: hold out a seeded 10% of train
         train_dataset, eval_dataset, eval_source = extra("evaluation", "--eval_num_samples").held_out(
@@ -284,6 +287,15 @@ def load_prompts(args: GRPOScriptArguments):
 
         splits = [split.map(with_system, input_columns="prompt") if split is not None else None for split in splits]
     return splits
+
+
+def no_chat_template(model_args: ModelConfig) -> bool:
+    """The policy's tokenizer has no chat template (GRPOTrainer loads it later, and would fail after the model)."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
+    except (OSError, ValueError):  # a LoRA adapter's folder without one (--eval_only): its base's, loaded later
+        return False
+    return tokenizer.chat_template is None
 
 
 def check_generation_boundaries(args: GRPOConfig) -> None:

@@ -178,7 +178,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     with PartialState().main_process_first():  # one process prepares it, the others read its cache
         train_dataset, eval_dataset = load_prompts(script_args)
         if isinstance(train_dataset[0]["prompt"], list) and tokenizer.chat_template is None:
-            sys.exit(f"error: the prompts are conversations and {policy_path}'s tokenizer has no chat template")
+            sys.exit(f"error: the prompts are conversations (lists of messages, or --system_prompt made them so) and "
+                     f"{policy_path}'s tokenizer has no chat template to render them")
         eval_source = f"split '{script_args.dataset_test_split}'"
         if script_args.eval_num_samples > 0:  # no test split: hold out a seeded 10% of train
             train_dataset, eval_dataset, eval_source = extra("evaluation", "--eval_num_samples").held_out(

@@ -225,3 +225,13 @@ def test_one_lora_target_module_is_that_module_in_every_layer(tmp_path, script, 
     error = fails_early(tmp_path, "--use_peft", "--lora_target_modules", "q_proj", "--eval_max_prompts", 0,
                         script=script)
     assert named(error, "--eval_max_prompts 0")
+
+
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", pytest.param("ppo_trl_example.py", marks=pytest.mark.slow)])
+def test_conversations_for_a_tokenizer_without_a_chat_template(tmp_path, fails_early, script):
+    """--system_prompt makes every prompt a conversation, which the bundled tokenizer cannot render: both scripts stop
+    with the same line, before any model loads."""
+    error = fails_early(tmp_path, "--system_prompt", "Be brief.", script=script)
+    assert error.startswith("error: the prompts are conversations (lists of messages, or --system_prompt made them "
+                            "so) and ") and error.endswith("tiny-llama-addition's tokenizer has no chat template to "
+                                                           "render them")
