@@ -59,4 +59,4 @@ install .venv-ppo ppo_trl_example.py
 .venv/bin/python assets/convert_gguf.py
 .venv/bin/python grpo_trl_example.py
 echo "set up. Next: source .venv/bin/activate (then python grpo_trl_example.py or ppo_trl_example.py, as the README says);"
-echo "  python -m pytest -m 'not slow' runs the quick tests (about a minute), python -m pytest all of them"
+echo "  python -m pytest -m 'not slow' runs the quick tests, python -m pytest all of them (docs/testing.md)"
