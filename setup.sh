@@ -13,7 +13,8 @@
 #
 # torch: PyPI's Linux wheel is the CUDA build (several GB). With an NVIDIA GPU (nvidia-smi answers) that is the one
 # installed; without one, the CPU build (~200 MB) from PyTorch's CPU index. TORCH=cuda or TORCH=cpu picks either.
-# Run it again at any time: what is there already is kept.
+# Run it again at any time: what is there already is kept, and a rerun downloads nothing and adds nothing to uv's
+# cache.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -33,17 +34,20 @@ uv=.venv/bin/uv
 
 TORCH=${TORCH:-$(command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu)}
 torch=(torch==2.13.0)
-if [ "$TORCH" = cpu ]; then  # the CPU build's wheel, fetched by pip (which reads the machine's own pip settings)
-    wheels=$(mktemp -d)
-    trap 'rm -rf "$wheels"' EXIT
-    .venv/bin/python -m pip download --quiet --no-deps torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
-        --dest "$wheels" || {
-        echo "error: torch 2.13.0's CPU build could not be downloaded from PyTorch's index (download.pytorch.org; pip's"
-        echo "message is above). Check the network or proxy and run bash setup.sh again, or take PyPI's CUDA build"
-        echo "instead (several GB, runs on a CPU too): TORCH=cuda bash setup.sh"
-        exit 1
-    }
-    torch=("$wheels"/torch-*.whl)
+if [ "$TORCH" = cpu ]; then
+    # The CPU build's wheel, fetched once by pip (which reads the machine's own pip settings) and kept where the SmolLM2
+    # download is: uv caches a wheel by its path, so a rerun installs from the copy it holds, and adds none
+    wheels=assets/.downloads
+    if ! compgen -G "$wheels/torch-2.13.0+cpu-*.whl" >/dev/null; then
+        .venv/bin/python -m pip download --quiet --no-deps torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
+            --dest "$wheels" || {
+            echo "error: torch 2.13.0's CPU build could not be downloaded from PyTorch's index (download.pytorch.org;"
+            echo "pip's message is above). Check the network or proxy and run bash setup.sh again, or take PyPI's CUDA"
+            echo "build instead (several GB, runs on a CPU too): TORCH=cuda bash setup.sh"
+            exit 1
+        }
+    fi
+    torch=("$wheels"/torch-2.13.0+cpu-*.whl)
 fi
 # --compile-bytecode, as pip does: otherwise each first import compiles, and where PYTHONDONTWRITEBYTECODE is set (this
 # machine, many containers) every run does, 25 s instead of 10 to import torch and trl (BENCHMARKS.md, section 19)

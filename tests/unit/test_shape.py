@@ -78,3 +78,38 @@ def test_each_script_declares_what_it_runs_on_and_both_agree_with_the_requiremen
         declared = {str(Requirement(d)) for d in script_header(script)["dependencies"]}
         assert declared == shared | own, script
         assert script_header(script)["requires-python"] == ">=3.11"  # trl 1.15 and later need it
+
+
+def test_the_readmes_set_up_runs_the_quick_tests_and_ci_runs_its_test_commands():
+    """Set-up's block runs the quick tests, not the whole suite (14-30 minutes as a second line is no welcome); CI
+    runs every test command of the README's Test section; and the suites' times are given in docs/testing.md alone,
+    where they are measured, not three ways."""
+    readme = (REPO / "README.md").read_text()
+    setup_block = re.search(r"## Set up, run, test\n.*?```bash\n(.*?)```", readme, re.S)[1]
+    pytest_lines = [line for line in setup_block.splitlines() if "pytest" in line]
+    assert pytest_lines and all('-m "not slow"' in line for line in pytest_lines), pytest_lines
+    test_block = re.search(r"## Test\n.*?```bash\n(.*?)```", readme, re.S)[1]
+
+    def commands(text: str) -> set[str]:  # each pytest command, by its environment and arguments
+        found = re.findall(r"^\s*(\S*python) -m pytest([^#\n]*)", text, re.M)
+        return {(".venv-ppo" if "venv-ppo" in python else ".venv", args.strip()) for python, args in found}
+
+    wanted = {command for command in commands(test_block) if command != (".venv", '-m "not slow"')}
+    assert len(wanted) == 2 and wanted <= commands((REPO / ".ci" / "run").read_text()), wanted
+    for name in ("README.md", "pytest.ini", "setup.sh"):
+        text = (REPO / name).read_text()
+        assert not re.search(r"not slow[^\n]*\b(\d+ s|minute)", text), name
+
+
+def test_setup_keeps_the_cpu_wheel_where_a_rerun_finds_it():
+    """uv caches a local wheel by its path: a CPU wheel downloaded into a new temporary folder at every set-up left
+    another 700 MB copy in uv's cache each time. setup.sh keeps it at one path, ignored by git, and downloads it only
+    where it is missing (measured: a rerun added 0 MB to uv's cache, BENCHMARKS.md section 21)."""
+    import subprocess
+
+    setup = (REPO / "setup.sh").read_text()
+    folder = re.search(r"^\s*wheels=(\S+)$", setup, re.M)[1]
+    assert "mktemp" not in setup and not folder.startswith("$")
+    ignored = subprocess.run(["git", "check-ignore", "-q", f"{folder}/torch-2.13.0+cpu-cp311.whl"], cwd=REPO)
+    assert ignored.returncode == 0, f"{folder} is not ignored by git"
+    assert re.search(r'if ! compgen -G "\$wheels/torch-2\.13\.0\+cpu-\*\.whl"', setup)  # downloaded only when missing
