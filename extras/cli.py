@@ -307,7 +307,7 @@ def check_path(flag: str, path: str, kind: str, revision: str | None, here: Path
         if constants.HF_HUB_OFFLINE:
             if kind == "dataset":
                 return
-            reason = ("not a file or folder here, and the hub is offline (HF_HUB_OFFLINE=1) and its cache has no "
+            reason = ("no such file or folder here, and the hub is offline (HF_HUB_OFFLINE=1) and its cache has no "
                       "such model")
         else:
             try:
@@ -316,7 +316,7 @@ def check_path(flag: str, path: str, kind: str, revision: str | None, here: Path
             except Exception as err:  # RepositoryNotFoundError, a malformed id, or no network; a gated one exists
                 if "Gated" in type(err).__name__:
                     return
-                reason = "not a file or folder here, and " + (
+                reason = "no such file or folder here, and " + (
                     f"the hub has no {kind} of that name" if "NotFound" in type(err).__name__ or "Validation" in
                     type(err).__name__ else f"the hub could not be reached to look it up ({type(err).__name__})")
     hints = []

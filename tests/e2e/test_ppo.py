@@ -219,7 +219,7 @@ def test_a_recipe_replaces_the_default_runs_settings(tmp_path):
         (["--num_mini_batches", 3], "(64) must split into --num_mini_batches (3) equal minibatches"),
         (["--reward_weights", 1.0, 0.5], "2 --reward_weights for 1 rewards (accuracy): give one weight per reward"),
         (["--reward_funcs", "accuracy", "length", "--reward_weights", 0.1], "1 --reward_weights for 2 rewards"),
-        (["--dtype", "bfloat16", "--use_peft"], "--dtype bfloat16 would train the value model in bfloat16"),
+        (["--dtype", "bfloat16", "--use_peft"], "--dtype bfloat16 would train the value model ("),
         (["--reward_funcs", "acuracy"], "unknown reward 'acuracy'; choose one of: accuracy"),
         (["--value_model_path", "./no-such-model"], "--value_model_path ./no-such-model: no such"),
     ],

@@ -98,7 +98,8 @@ def test_a_file_that_cannot_be_read_is_one_line_before_anything_loads(tmp_path, 
         (tmp_path / name).write_text(write)
     script_args = SimpleNamespace(dataset_name=name, eval_only=False, eval_num_samples=0, eval_max_prompts=1)
     training_args = SimpleNamespace(use_cpu=True, report_to=[], trust_remote_code=False)
-    model_args = SimpleNamespace(model_name_or_path=str(tmp_path), load_in_4bit=False, load_in_8bit=False)
+    model_args = SimpleNamespace(model_name_or_path=str(tmp_path), model_revision=None, load_in_4bit=False,
+                                 load_in_8bit=False)
     with pytest.raises(SystemExit, match=named):
         cli.check(script_args, training_args, model_args)
 

@@ -85,20 +85,19 @@ def test_a_recipe_run_from_another_folder_says_where_its_paths_are_read_from(tmp
     once (no hub retries), naming the working directory and the folder to run from."""
     recipe = REPO / "recipes" / "tiny" / f"{script.split('_')[0]}.yaml"
     error = fails_early(tmp_path, "--config", recipe, script=script)
-    assert error == ("error: --model_name_or_path assets/tiny-llama-addition: not a file or folder here, and the hub "
+    assert error == ("error: --model_name_or_path assets/tiny-llama-addition: no such file or folder here, and the hub "
                      "is offline (HF_HUB_OFFLINE=1) and its cache has no such model; relative paths, in a recipe too, "
                      f"are read from the working directory, {tmp_path}; it is in {REPO}: run from there")
 
 
 @pytest.mark.slow  # a real process, with the hub on
 def test_a_hub_id_is_looked_up_once_briefly(tmp_path, fails_early):
-    """With the hub on and no network (or no such model), one lookup of 5 s at most, not huggingface_hub's retries
-    (23 s and more)."""
+    """With the hub on and no network (the hub's address refuses), one lookup of 5 s at most, not huggingface_hub's
+    retries (23 s and more), as for a dataset."""
     error = fails_early(tmp_path, "--model_name_or_path", "no-such-org-x9/no-such-model", "--dataset_name", ADDITION,
-                        env={"HF_HUB_OFFLINE": "0"}, in_process=False)
-    assert error.startswith("error: --model_name_or_path no-such-org-x9/no-such-model: not a file or folder here, and "
-                            "the hub "), error
-    assert "could not be reached to look it up" in error or "has no model of that name" in error
+                        env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}, in_process=False)
+    assert error.startswith("error: --model_name_or_path no-such-org-x9/no-such-model: no such file or folder here, "
+                            "and the hub could not be reached to look it up"), error
 
 
 # Every model a run names, the reward and value models included, is checked before loading; a bundled folder that is
