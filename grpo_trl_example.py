@@ -208,6 +208,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     ################
     # Training
     ################
+    score_completions_only()  # trl 1.16 scores the prompt and padding too, off Triton: 5-7x the LM head's time on a CPU
     trainer = GRPOTrainer(
         model=policy,
         reward_funcs=script_args.reward_model_name_or_path + reward_funcs,
@@ -296,6 +297,21 @@ def no_chat_template(model_args: ModelConfig) -> bool:
     except (OSError, ValueError):  # a LoRA adapter's folder without one (--eval_only): its base's, loaded later
         return False
     return tokenizer.chat_template is None
+
+
+def score_completions_only() -> None:
+    """GRPOTrainer (trl 1.16) computes log-probabilities through a chunked LM head that never builds the full logits.
+    On a GPU with Triton it scores only the completions' positions; elsewhere (a CPU, MPS, CUDA without Triton) every
+    position of every row, the prompt and the left padding included, and its backward recomputes each logits tile:
+    trl's reason is static shapes for Neuron's compiler, which an eager device does not need. Here every eager device
+    scores only the completions', as trl 1.12 did (logits_to_keep): the same log-probabilities and gradients
+    (tests/unit/test_trl_private_api.py), for the policy and the reference, in a fifth of the time on a CPU
+    (BENCHMARKS.md, section 22). trl decides it by its private `_use_triton`, read at each forward."""
+    import trl.trainer.utils as trl_utils
+
+    on_triton = getattr(trl_utils, "_use_triton", None)
+    if on_triton is not None:  # none before trl 1.13, which computed the completions' logits alone
+        trl_utils._use_triton = lambda device: on_triton(device) or device.type in ("cpu", "mps", "cuda")
 
 
 def check_generation_boundaries(args: GRPOConfig) -> None:

@@ -4,7 +4,9 @@ a refused option or a missing path costs a second here instead of a run's minute
     python benchmarks/gpu/args_check.py RUNS.txt      # one run a line: SCRIPT ARGS... (a launcher's flags left out)
 """
 
+import contextlib
 import importlib
+import io
 import shlex
 import sys
 from pathlib import Path
@@ -20,7 +22,8 @@ with open(sys.argv[1]) as lines:
         module = importlib.import_module(script.removesuffix(".py"))
         sys.argv = [str(Path(script).resolve()), *argv]  # as the run's own: cli.check reads them
         try:
-            parsed = module.parse_args(argv)
+            with contextlib.redirect_stdout(io.StringIO()):  # the run's settings line: this check prints its own
+                parsed = module.parse_args(argv)
             cli.check(*parsed)
             if script.startswith("ppo"):
                 extras_ppo.check_options(*parsed[:2])

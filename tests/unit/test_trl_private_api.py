@@ -3,6 +3,8 @@ that an upgrade that changes one fails here, loudly and by name, instead of some
 has a public equivalent in these versions; where one appears, the corner goes.
 
 GRPO (grpo_trl_example.py, extras/)
+    trl.trainer.utils._use_triton     score_completions_only replaces it: read by the chunked LM head at each forward
+                                      to score only the completions' positions (else every position, off Triton)
     GRPOTrainer._logs                 outputs.grpo_completions reads the last generation batch for completions.jsonl,
                                       with the columns rewards add through `log_extra` (the tool episodes)
     GRPOTrainer._tokenize_prompts     evaluation.prompt_token_ids copies it, so eval feeds the ids training feeds
@@ -189,3 +191,47 @@ def test_resume_puts_its_callback_first_in_the_handlers_list():
     from transformers.trainer_callback import CallbackHandler
 
     assert "self.callbacks = []" in inspect.getsource(CallbackHandler.__init__)
+
+
+def test_scoring_only_the_completions_gives_trls_own_log_probabilities_and_gradients(monkeypatch):
+    """grpo_trl_example.score_completions_only: off Triton, trl 1.16's chunked LM head scores every position of every
+    row; with it, only the completions' positions reach the LM head, and the log-probabilities, entropies and every
+    gradient are trl's own. Rows left-padded as GRPOTrainer pads them, labels -100 on the prompt and padding."""
+    import torch
+    import trl.trainer.utils as trl_utils
+    from conftest import TINY_MODEL
+    from transformers import AutoModelForCausalLM
+
+    import grpo_trl_example
+
+    assert "compact = _use_triton(hidden_states.device)" in inspect.getsource(trl_utils.add_fused_lm_head)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(TINY_MODEL)
+    trl_utils.add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))
+    prompts, completion = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [14]], 4
+    width = max(map(len, prompts)) + completion
+    ids = torch.tensor([[0] * (width - len(p) - completion) + p + [20 + i for i in range(completion)] for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p) - completion) + [1] * (len(p) + completion) for p in prompts])
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, :-completion] = -100  # as GRPOTrainer._get_per_token_logps_and_entropies scores them
+    scored = []
+    apply = trl_utils._ChunkedLogProbFunction.apply
+    monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply", lambda hidden, *args: scored.append(
+        hidden.shape[0]) or apply(hidden, *args))
+
+    def run():
+        model.zero_grad()
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        (out.log_probs.sum() + 0.1 * out.entropy.sum()).backward()
+        return out.log_probs.detach(), out.entropy.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    trls = run()
+    monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton)  # put back after the test
+    grpo_trl_example.score_completions_only()
+    ours = run()
+    assert scored == [len(prompts) * (width - 1), len(prompts) * completion]  # every position; the completions'
+    torch.testing.assert_close(ours[0], trls[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(ours[1], trls[1], rtol=0, atol=1e-6)
+    assert ours[2].keys() == trls[2].keys() and any(g.abs().max() > 0 for g in trls[2].values())
+    for name in trls[2]:
+        torch.testing.assert_close(ours[2][name], trls[2][name], rtol=1e-5, atol=2e-6, msg=name)
