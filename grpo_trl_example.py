@@ -154,9 +154,6 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     ################
     with PartialState().main_process_first():  # one process prepares it, the others read its cache
         train_dataset, eval_dataset = load_prompts(script_args)
-    if isinstance(train_dataset[0]["prompt"], list) and no_chat_template(model_args):
-        sys.exit(f"error: the prompts are conversations (lists of messages, or --system_prompt made them so) and "
-                 f"{model_args.model_name_or_path}'s tokenizer has no chat template to render them")
     eval_source = f"split '{script_args.dataset_test_split}'"
     if script_args.eval_num_samples > 0:  # no test split: hold out a seeded 10% of train
         train_dataset, eval_dataset, eval_source = extra("evaluation", "--eval_num_samples").held_out(
@@ -185,6 +182,10 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     if script_args.tools or script_args.environment_factory:  # GRPOTrainer runs each call and feeds the result back
         tools, environment_factory, reward_funcs = extra("tools", "--tools").setup(
             script_args, model_args, train_dataset, reward_funcs)
+
+    if isinstance(train_dataset[0]["prompt"], list) and no_chat_template(model_args):
+        sys.exit(f"error: the prompts are conversations (lists of messages, or --system_prompt made them so) and "
+                 f"{model_args.model_name_or_path}'s tokenizer has no chat template to render them")
 
     ################
     # Model

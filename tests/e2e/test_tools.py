@@ -118,7 +118,7 @@ def test_registry_resolves_names_and_dotted_paths(tmp_path, monkeypatch):
     assert [t.__name__ for t in get_tools(["calculator", "my_tools.shout"])] == ["calculator", "shout"]
     for names, message in [
         (["calculater"], "unknown tool 'calculater'; choose one of: calculator, python"),
-        (["my_tools.missing"], "cannot import tool 'my_tools.missing'"),
+        (["my_tools.missing"], "tool 'my_tools.missing': module my_tools .* has no 'missing'; it defines: shout"),
         (["no_such_module.f"], "cannot import tool 'no_such_module.f'"),
         (["my_tools.untyped"], "tool 'my_tools.untyped' cannot be shown to the model: .*type hint"),
         (["my_tools.undocumented"], "tool 'my_tools.undocumented' cannot be shown to the model: .*docstring"),
