@@ -209,7 +209,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     ################
     # Training
     ################
-    score_completions_only()  # trl 1.16 scores the prompt and padding too, off Triton: 5-7x the LM head's time on a CPU
+    score_completions_only()  # trl 1.16 scores the prompt and padding too, off Triton: 6-7x the LM head's time on a CPU
     trainer = GRPOTrainer(
         model=policy,
         reward_funcs=script_args.reward_model_name_or_path + reward_funcs,
@@ -306,8 +306,8 @@ def score_completions_only() -> None:
     position of every row, the prompt and the left padding included, and its backward recomputes each logits tile:
     trl's reason is static shapes for Neuron's compiler, which an eager device does not need. Here every eager device
     scores only the completions', as trl 1.12 did (logits_to_keep): the same log-probabilities and gradients
-    (tests/unit/test_trl_private_api.py), for the policy and the reference, in a fifth of the time on a CPU
-    (BENCHMARKS.md, section 22). trl decides it by its private `_use_triton`, read at each forward."""
+    (tests/unit/test_trl_private_api.py), for the policy and the reference, the LM head's pass 6-7 times faster on a
+    CPU (BENCHMARKS.md, section 22). trl decides it by its private `_use_triton`, read at each forward."""
     import trl.trainer.utils as trl_utils
 
     on_triton = getattr(trl_utils, "_use_triton", None)

@@ -42,6 +42,9 @@ PPO_PYTHON = sys.executable if HAS_PPO_TRAINER else str(REPO / ".venv-ppo" / "bi
 
 # Parametrize a test that imports the scripts with these: its PPO case is marked.
 ALGOS = ["grpo", pytest.param("ppo", marks=pytest.mark.ppo_trainer)]
+# The same for a test that runs each script in its own process (`fails_early`): PPO's case runs in .venv-ppo's
+# command, in-process, where from .venv it would be a new process on trl 1.12 (10 s of imports) checking the same.
+SCRIPTS = ["grpo_trl_example.py", pytest.param("ppo_trl_example.py", marks=pytest.mark.ppo_trainer)]
 
 
 def ppo_script():

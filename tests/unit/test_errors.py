@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from conftest import ADDITION, REPO, run_script, write_jsonl
+from conftest import ADDITION, REPO, SCRIPTS, run_script, write_jsonl
 
 SCRIPT = "grpo_trl_example.py"
 TINY = ["--max_steps", 2, "--logging_steps", 1, "--eval_num_samples", 0]
@@ -79,7 +79,7 @@ def test_hub_id_while_offline(tmp_path, fails_early):
     assert named(error, "--model_name_or_path some-org/some-model", "offline")
 
 
-@pytest.mark.parametrize("script", ["grpo_trl_example.py", pytest.param("ppo_trl_example.py", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_a_recipe_run_from_another_folder_says_where_its_paths_are_read_from(tmp_path, fails_early, script):
     """The repository's recipe from another folder: its relative model path is no folder there, so the run stops at
     once (no hub retries), naming the working directory and the folder to run from."""
@@ -114,8 +114,8 @@ NAMED_PATHS = [
 ]
 
 
-@pytest.mark.parametrize("script, flag, path, hint", [pytest.param(*case, marks=pytest.mark.slow) if case[0][0] == "p"
-                                                      else case for case in NAMED_PATHS])
+@pytest.mark.parametrize("script, flag, path, hint", [pytest.param(*case, marks=pytest.mark.ppo_trainer)
+                                                      if case[0][0] == "p" else case for case in NAMED_PATHS])
 def test_every_named_model_is_checked_before_loading(tmp_path, fails_early, script, flag, path, hint):
     (tmp_path / "assets").mkdir()  # as in the repository: `assets/...` is a path, not a hub id
     error = fails_early(tmp_path, flag, path, "--dataset_name", ADDITION, script=script)
@@ -163,13 +163,13 @@ def test_ppo_prompt_holding_its_pad_token(tmp_path, fails_early):
     assert error.startswith("error: a prompt holds the pad token '<unk>', which PPO would mask out as padding")
 
 
-@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_eval_with_no_prompts(tmp_path, script, fails_early):
     assert named(fails_early(tmp_path, "--eval_num_samples", 2, "--eval_max_prompts", 0, script=script),
                  "--eval_max_prompts 0", "--eval_num_samples 0")
 
 
-@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_eval_rewards_with_no_evaluation(tmp_path, script, fails_early):
     assert named(fails_early(tmp_path, "--eval_num_samples", 0, "--eval_reward_funcs", "length", script=script),
                  "--eval_reward_funcs length", "--eval_num_samples K")
@@ -181,7 +181,7 @@ def test_a_moving_reference_needs_a_reference_of_its_own(tmp_path, fails_early, 
     assert named(fails_early(tmp_path, "--sync_ref_model", "true", *flags), "--sync_ref_model", "--beta", "--use_peft")
 
 
-@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_a_dataset_without_a_prompt_column_names_the_flag(tmp_path, script, addition_rows, fails_early):
     data = write_jsonl(tmp_path / "questions.jsonl", [{"question": r["prompt"], "answer": r["answer"]}
                                                       for r in addition_rows])
@@ -189,7 +189,7 @@ def test_a_dataset_without_a_prompt_column_names_the_flag(tmp_path, script, addi
                  "no `prompt` column", "question, answer", "--dataset_prompt_column")
 
 
-@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_a_bare_dataset_name_offline_says_so_at_once(tmp_path, script, fails_early):
     """Neither a file nor a folder here, and offline (fails_early sets HF_HUB_OFFLINE=1): one line, not a hub
     traceback."""
@@ -197,6 +197,7 @@ def test_a_bare_dataset_name_offline_says_so_at_once(tmp_path, script, fails_ear
                  "--dataset_name my_data: no such file or folder here", "hub")
 
 
+@pytest.mark.slow  # a real process, with the hub on
 def test_a_bare_dataset_name_with_no_hub_to_reach_says_so_in_seconds(tmp_path, fails_early):
     """Online but with no network (the hub's address refuses): one line after one brief look-up, where datasets
     would retry for half a minute."""
@@ -216,7 +217,7 @@ def test_lora_target_modules_the_model_lacks_are_named_with_those_it_has(tmp_pat
     assert named(error, f"--lora_target_modules {targets[-1]}:", "no such module", "q_proj, up_proj, v_proj")
 
 
-@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_one_lora_target_module_is_that_module_in_every_layer(tmp_path, script, fails_early):
     """TRL passes a single --lora_target_modules to peft as a regular expression of a whole module path, which
     `q_proj` never matches: the scripts pass one plain name as peft reads a list. The run gets past the check (and
@@ -226,7 +227,7 @@ def test_one_lora_target_module_is_that_module_in_every_layer(tmp_path, script, 
     assert named(error, "--eval_max_prompts 0")
 
 
-@pytest.mark.parametrize("script", ["grpo_trl_example.py", pytest.param("ppo_trl_example.py", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_conversations_for_a_tokenizer_without_a_chat_template(tmp_path, fails_early, script):
     """--system_prompt makes every prompt a conversation, which the bundled tokenizer cannot render: both scripts stop
     with the same line, before any model loads."""

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXTRAS = sorted(p.stem for p in (REPO / "extras").glob("*.py") if p.stem != "__init__")
 
 # In a fresh interpreter: the libraries the extras import are imported first (what they change on import is theirs),
-# then the process's warnings, logging, environment and sys.path are described before and after importing the extra.
+# then the process's warnings, logging, environment and sys.path are described before and after each action in turn.
 PROBE = """
 import json, logging, os, sys, warnings
 from contextlib import nullcontext
@@ -30,24 +30,35 @@ def state():
     return {"warnings": [repr(f) for f in warnings.filters], "loggers": loggers, "environ": dict(os.environ),
             "sys.path": list(sys.path)}
 
-before = state()
-{action}
-after = state()
-new_loggers = {name: value for name, value in after["loggers"].items() if name not in before["loggers"]}
-after["loggers"] = {name: value for name, value in after["loggers"].items() if name in before["loggers"]}
-print(json.dumps({"before": before, "after": after, "new_loggers": new_loggers}))
+seen = []
+for action in json.loads(sys.argv[1]):
+    before = state()
+    exec(action)
+    after = state()
+    new_loggers = {name: value for name, value in after["loggers"].items() if name not in before["loggers"]}
+    after["loggers"] = {name: value for name, value in after["loggers"].items() if name in before["loggers"]}
+    seen.append({"before": before, "after": after, "new_loggers": new_loggers})
+print(json.dumps(seen))
 """
 
 
-def probe(action: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", PROBE.replace("{action}", action)], cwd=REPO, capture_output=True,
+def probe(*actions: str) -> list[dict]:
+    """What each action changed, in one interpreter, one after the other: {"before", "after", "new_loggers"} each."""
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(actions)], cwd=REPO, capture_output=True,
                           text=True, check=True)
     return json.loads(proc.stdout.splitlines()[-1])
 
 
+@pytest.fixture(scope="module")
+def imports() -> dict:
+    """Each extra imported in turn, in one interpreter, which imports the libraries once (9 s): what an extra changes
+    is seen at its own import, or at that of the extra that imports it first."""
+    return dict(zip(EXTRAS, probe(*(f"import extras.{name}" for name in EXTRAS))))
+
+
 @pytest.mark.parametrize("name", EXTRAS)
-def test_importing_an_extra_changes_nothing_outside_it(name):
-    seen = probe(f"import extras.{name}")
+def test_importing_an_extra_changes_nothing_outside_it(name, imports):
+    seen = imports[name]
     assert seen["after"]["warnings"] == seen["before"]["warnings"]
     assert seen["after"]["loggers"] == seen["before"]["loggers"]
     assert seen["after"]["environ"] == seen["before"]["environ"]
@@ -59,7 +70,7 @@ def test_importing_an_extra_changes_nothing_outside_it(name):
 def test_a_run_quiets_upstream_notices_only_while_it_lasts():
     """Inside outputs.quiet() a deprecation and a logged notice it names are not shown; after it, they are, and
     warnings and logging are as before it."""
-    seen = probe("""
+    [seen] = probe("""
 import extras.outputs as outputs
 
 shown = []
