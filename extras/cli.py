@@ -161,7 +161,12 @@ COUNTERPARTS_WHY = {"num_generations": "PPO samples one completion per prompt, a
 
 
 def nearest(name: str, actions: dict, prefix: str = "") -> str:
-    close = difflib.get_close_matches(name.replace("-", "_"), [a for a in actions if a != "help"], n=1, cutoff=0.6)
+    """The option meant: the one `name` begins (--conf, a prefix argparse leaves to TrlParser, which takes --config
+    whole), else the closest spelling."""
+    name = name.replace("-", "_")
+    options = [a for a in actions if a != "help"] + (["config"] if prefix else [])  # a flag, not a recipe key
+    begun = [option for option in options if option.startswith(name)]
+    close = begun if len(begun) == 1 else difflib.get_close_matches(name, options, n=1, cutoff=0.6)
     return f"; did you mean {prefix}{close[0]}?" if close else " (--help lists every option)"
 
 

@@ -242,6 +242,8 @@ MISTAKES = [
     (["--learning_rte", "1e-5"], None, "error: unknown option --learning_rte; did you mean --learning_rate?"),
     (["--learning-rte=1e-5"], None, "error: unknown option --learning-rte; did you mean --learning_rate?"),
     (["oops"], None, "error: unexpected argument 'oops'"),
+    (["--conf", "x.yaml"], None, "error: unknown option --conf; did you mean --config?"),  # a prefix TrlParser refuses
+    (["--config_file", "x.yaml"], None, "error: unknown option --config_file; did you mean --config?"),
     (["--learning_rate", "fast"], None, "error: argument --learning_rate/--learning-rate: invalid float value: 'fast'"),
     (["--max_steps"], None, "error: argument --max_steps/--max-steps: expected one argument"),
     (["--config"], None, "error: --config needs the path of a YAML recipe"),

@@ -204,7 +204,11 @@ def test_scoring_only_the_completions_gives_trls_own_log_probabilities_and_gradi
 
     import grpo_trl_example
 
+    from trl.kernels import chunked_logprob
+
     assert "compact = _use_triton(hidden_states.device)" in inspect.getsource(trl_utils.add_fused_lm_head)
+    # trl's own, whatever a script's main() in this process set before (and put back after the test)
+    monkeypatch.setattr(trl_utils, "_use_triton", chunked_logprob._use_triton)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(TINY_MODEL)
     trl_utils.add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))
@@ -226,7 +230,6 @@ def test_scoring_only_the_completions_gives_trls_own_log_probabilities_and_gradi
         return out.log_probs.detach(), out.entropy.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
     trls = run()
-    monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton)  # put back after the test
     grpo_trl_example.score_completions_only()
     ours = run()
     assert scored == [len(prompts) * (width - 1), len(prompts) * completion]  # every position; the completions'
