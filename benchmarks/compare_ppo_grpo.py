@@ -186,6 +186,11 @@ def sweep(args) -> tuple[dict, list[dict]]:
     """Pick each algorithm's learning rate, then GRPO's group size and iterations and PPO's KL coefficient, by mean
     training reward at the smallest budget."""
     budget = min(args.budgets)
+    choices = (args.grpo_lrs, args.ppo_lrs, args.groups, args.iterations, args.kl_coefs)
+    if all(len(values) == 1 for values in choices):  # nothing to choose between: no sweep runs
+        print("sweep: one value each, taken as they are", flush=True)
+        return {"grpo": {"lr": args.grpo_lrs[0], "group": args.groups[0], "iterations": args.iterations[0], "kl": None},
+                "ppo": {"lr": args.ppo_lrs[0], "group": None, "iterations": None, "kl": args.kl_coefs[0]}}, []
 
     def jobs(algo, lrs, groups, iterations, kls=(None,)):
         return [dict(stage="sweep", algo=algo, budget=budget, lr=lr, group=group, iterations=mu, kl=kl, seed=seed)

@@ -6,7 +6,7 @@ import os
 import shlex
 import subprocess
 
-from conftest import PPO_PYTHON, REPO, script_python, script_trl
+from conftest import REPO, script_python, script_trl
 
 # What the rehearsal runs (DRY=1: no GPU-only run, and no SmolLM2 without .gpu/), by output folder
 REHEARSED = {"grpo_default", "grpo_default_fp32", "ppo_default", "qwen_grpo_lora", "qwen_ppo_lora", "qwen_grpo_full"}
@@ -39,8 +39,8 @@ def test_the_gpu_check_stops_at_a_run_its_script_would_refuse(tmp_path):
     runs = tmp_path / "planned.txt"
     runs.write_text("grpo_trl_example.py --max_steps 1\ngrpo_trl_example.py --learning_rte 1e-5\n"
                     "ppo_trl_example.py --logging_steps 1\n")
-    proc = subprocess.run([PPO_PYTHON, str(REPO / "benchmarks" / "gpu" / "args_check.py"), str(runs)],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    check = [script_python("ppo_trl_example.py"), str(REPO / "benchmarks" / "gpu" / "args_check.py"), str(runs)]
+    proc = subprocess.run(check, capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 1
     ok, typo, why_typo, unread, why_unread = proc.stdout.splitlines()
     assert ok == "ok    grpo_trl_example.py --max_steps 1"

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 import torch
-from conftest import (MULTIPROCESS, PPO_PYTHON, RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, TINY_MODEL, accelerate_ddp,
-                      assert_no_preventable_warnings, ddp_flags, free_port, read_jsonl, run_script)
+from conftest import (MULTIPROCESS, RANK_PROBE, REPO, SHUTDOWN_PROBE, THREADS, TINY_MODEL, accelerate_ddp,
+                      assert_no_preventable_warnings, ddp_flags, free_port, read_jsonl, run_script, script_python)
 
 pytestmark = MULTIPROCESS
 
@@ -315,7 +315,8 @@ def test_ppo_refuses_fsdp_for_a_reason_that_still_holds(tmp_path):
     module, outside the forward in which FSDP gathers the weights. On 2 CPU processes with FSDP2 that generation
     fails on every process; the day it does not, the refusal can be reconsidered."""
     (tmp_path / "probe.py").write_text(FSDP_GENERATION_PROBE.format(model=str(TINY_MODEL)))
-    proc = subprocess.run([PPO_PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+    ppo_python = script_python("ppo_trl_example.py")
+    proc = subprocess.run([ppo_python, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                            str(free_port()), "probe.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, **THREADS, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stderr

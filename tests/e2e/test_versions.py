@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import HAS_PPO_TRAINER, PPO_PYTHON, REPO, START_ENV, TRL, accelerate_ddp, script_python, script_trl
+from conftest import HAS_PPO_TRAINER, REPO, START_ENV, TRL, accelerate_ddp, script_python, script_trl
 
 needs_newest = pytest.mark.skipif(HAS_PPO_TRAINER, reason="shows a trl without PPOTrainer: runs in .venv")
 
@@ -25,7 +25,7 @@ def test_grpo_names_its_trl_first(tmp_path):
 @needs_newest
 def test_grpo_on_another_trl_says_which_its_tests_run_on(tmp_path):
     other = script_trl("ppo_trl_example.py")
-    line = first_lines(PPO_PYTHON, REPO / "grpo_trl_example.py", tmp_path)[0]
+    line = first_lines(script_python("ppo_trl_example.py"), REPO / "grpo_trl_example.py", tmp_path)[0]
     assert line == f"grpo_trl_example.py on trl {other}, untested: the tests run on trl {TRL}"
 
 
@@ -41,10 +41,10 @@ def test_ppo_run_by_the_grpo_environment_goes_on_in_its_own(tmp_path):
 @needs_newest
 def test_ppo_launched_from_the_grpo_environment_goes_on_in_its_own_once_per_process(tmp_path):
     """`accelerate launch` from .venv: each process re-executes itself in .venv-ppo; the first alone says so."""
+    ppo_trl = script_trl("ppo_trl_example.py")
     proc = subprocess.run([sys.executable, *accelerate_ddp(2), str(REPO / "ppo_trl_example.py"), "--help"],
                           cwd=tmp_path, env=START_ENV, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ppo_trl = script_trl("ppo_trl_example.py")
     assert proc.stdout.count(f"trl {TRL} here: ppo_trl_example.py goes on in .venv-ppo, with trl {ppo_trl}") == 1
     assert proc.stdout.count(f"ppo_trl_example.py on trl {ppo_trl}") == 1
     assert proc.stdout.count("usage: ppo_trl_example.py") == 2
