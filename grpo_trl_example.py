@@ -3,7 +3,7 @@
 # dependencies = [  # `uv run grpo_trl_example.py` installs these; the versions the tests run on (docs/versions.md)
 #     "trl==1.16.0",
 #     "torch>=2.13.0,<2.14",
-#     "transformers>=5.23.0,<5.24",
+#     "transformers>=5.23.0,<5.25",
 #     "peft>=0.21.0,<0.22",
 #     "accelerate>=1.15.0,<1.16",
 #     "datasets>=5.2.0,<5.3",

@@ -4,7 +4,7 @@
 #     "trl==1.12.0",  # the last release with PPOTrainer
 #     "requests>=2.31",  # trl 1.12 imports it and leaves it out of its own requirements
 #     "torch>=2.13.0,<2.14",
-#     "transformers>=5.23.0,<5.24",
+#     "transformers>=5.23.0,<5.25",
 #     "peft>=0.21.0,<0.22",
 #     "accelerate>=1.15.0,<1.16",
 #     "datasets>=5.2.0,<5.3",
