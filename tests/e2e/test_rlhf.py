@@ -32,8 +32,8 @@ def reward_model(tmp_path_factory, chat_model, chats):
     out = tmp_path_factory.mktemp("rlhf") / "reward-model"
     proc = run_script("assets/build_reward_model.py", "--policy", chat_model, "--dataset_name", chats,
                       "--system_prompt", "", "--reward", "length", "--prompts", 12, "--test_prompts", 6, "--samples",
-                      3, "--max_new_tokens", 8, "--temperature", 1.0, "--layers", 1, "--margin", 0.05, "--out", out,
-                      cwd=out.parent, fresh=True)
+                      3, "--max_new_tokens", 8, "--temperature", 1.0, "--layers", 1, "--min_gap", 0.05, "--pairs", 200,
+                      "--handwritten", out.parent / "none.jsonl", "--out", out, cwd=out.parent, fresh=True)
     return out, proc.stdout
 
 
@@ -73,9 +73,12 @@ def test_the_builder_reports_its_pairs_and_agreement(reward_model):
     assert set(agreement) == {"all", "pairs", "grpo", "ppo", "gap>=0.3", "gap>=0.5"}
     assert all(0.0 <= agreement[k] <= 1.0 for k in ("all", "grpo", "ppo"))
     lines = read_jsonl(out / "samples.jsonl")
-    assert {line["split"] for line in lines} == {"train", "test"} and all(len(line["length"]) == 3 for line in lines)
+    assert [line["split"] for line in lines] == ["train"] * 12 * 3 + ["test"] * 6 * 3  # each completion, its reward
+    assert all(line["length"] is not None for line in lines)
     assert f"held-out agreement with --reward length: {agreement['all']:.3f}" in stdout
-    assert build["loss_first"] is not None
+    assert build["loss_first"] is not None and build["handwritten_agreement"] is None  # no such file: skipped
+    assert "reward model: the policy's first 1 of" in stdout and "LOAD REPORT" not in stdout  # said in one line
+    assert "{'loss'" not in stdout  # short log lines, not the trainer's dicts
 
 
 def test_the_reward_model_is_the_policys_first_layers_under_one_output(reward_model, chat_model):
@@ -85,9 +88,9 @@ def test_the_reward_model_is_the_policys_first_layers_under_one_output(reward_mo
     assert config.architectures == ["LlamaForSequenceClassification"]
     tokenizer = AutoTokenizer.from_pretrained(out)
     policy_tokenizer = AutoTokenizer.from_pretrained(chat_model)
-    assert tokenizer.get_vocab() == policy_tokenizer.get_vocab()  # PPOTrainer feeds it the policy's ids
-    # it pads with PPO's pad, no stop token, so that every reader finds a completion's true last token
-    assert tokenizer.pad_token_id == config.pad_token_id != policy_tokenizer.eos_token_id
+    assert tokenizer.get_vocab().items() >= policy_tokenizer.get_vocab().items()  # PPO feeds it the policy's ids
+    # it pads with a token of its own, no stop token, so that every reader finds a completion's true last token
+    assert tokenizer.pad_token == "<|pad|>" and tokenizer.pad_token_id == config.pad_token_id
 
 
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
