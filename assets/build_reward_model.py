@@ -2,7 +2,7 @@
 label pairs of them by a true reward, and train a one-output sequence classifier on the pairs with TRL's
 RewardTrainer. Then check it against the truth on completions it never saw.
 
-    python assets/build_reward_model.py    # -> assets/sentiment-reward-model (time, agreement: BENCHMARKS.md, 23)
+    python assets/build_reward_model.py    # -> assets/sentiment-reward-model, ~9 min (BENCHMARKS.md, 23)
     python assets/build_reward_model.py --prompts 16 --test_prompts 8 --pairs 256 --layers 2 --out /tmp/rm  # 1-2 min
 
 By default: SmolLM2-135M-Instruct (assets/convert_gguf.py) on the sentiment task (assets/build_sentiment_task.py),
@@ -100,10 +100,10 @@ def pairs(samples: list[dict], args, limit: int, rng: random.Random) -> list[tup
 def agreement(model, rows: list[tuple[list[int], list[int], str, float]], pad: int, batch_size: int) -> dict:
     """The fraction of pairs (chosen ids, rejected ids, reading, gap) in which the model scores the chosen one higher:
     over all, by reading, and for the pairs whose true rewards differ by 0.3 and 0.5 or more."""
-    flat = [ids for chosen, rejected, _, _ in rows for ids in (chosen, rejected)]
-    scorer = RewardModelReward(model.eval(), "reward_model", lambda prompt, completion, ids: ids, pad, batch_size)
-    scores = scorer(prompts=flat, completions=flat, completion_ids=flat)
-    right = [c > r for c, r in zip(scores[::2], scores[1::2], strict=True)]
+    unique = list({tuple(ids): None for chosen, rejected, _, _ in rows for ids in (chosen, rejected)})  # each once
+    scorer = RewardModelReward(model.eval(), "reward_model", lambda prompt, completion, ids: list(ids), pad, batch_size)
+    scores = dict(zip(unique, scorer(prompts=unique, completions=unique, completion_ids=unique), strict=True))
+    right = [scores[tuple(chosen)] > scores[tuple(rejected)] for chosen, rejected, _, _ in rows]
     groups = {"all": lambda row: True, "grpo": lambda row: row[2] == "grpo", "ppo": lambda row: row[2] == "ppo",
               "gap>=0.3": lambda row: row[3] >= 0.3, "gap>=0.5": lambda row: row[3] >= 0.5}
     result = {"pairs": len(rows) // 2}  # each pair is there once in each reading
@@ -150,18 +150,21 @@ def main():
     parser.add_argument("--samples", type=int, default=2, help="completions per prompt")
     parser.add_argument("--max_new_tokens", type=int, default=32, help="as the recipes cut a completion")
     parser.add_argument("--temperature", type=float, default=0.7, help="as the recipes sample")
-    parser.add_argument("--pairs", type=int, default=8000, help="training pairs drawn from all those there are")
+    parser.add_argument("--pairs", type=int, default=4000, help="training pairs drawn from all those there are")
     parser.add_argument("--within_prompts", action="store_true", help="pair only completions of one prompt")
     parser.add_argument("--min_gap", type=float, default=0.1, help="the least true-reward gap that makes a pair")
     parser.add_argument("--margin_scale", type=float, default=1.0, help="RewardTrainer's margin: this x the gap")
-    parser.add_argument("--layers", type=int, default=8, help="the policy's first layers, kept in the reward model")
+    parser.add_argument("--layers", type=int, default=4, help="the policy's first layers, kept in the reward model")
     parser.add_argument("--epochs", type=float, default=1, help="over the training pairs")
-    parser.add_argument("--learning_rate", type=float, default=1e-4)
+    parser.add_argument("--learning_rate", type=float, default=1e-3)
     parser.add_argument("--batch_size", type=int, default=32, help="pairs per optimizer step")
     parser.add_argument("--generate_batch", type=int, default=128, help="completions per generate call")
     parser.add_argument("--handwritten", type=Path, default=HERE / "sentiment" / "handwritten.jsonl",
                         help="completions a person wrote for the task's prompts, {prompt, completion} a line: a "
                              "check on text the policy never wrote (skipped where the file is not there)")
+    parser.add_argument("--reuse_samples", type=Path, metavar="SAMPLES_JSONL",
+                        help="pair the completions an earlier build sampled (its samples.jsonl) in place of sampling "
+                             "anew: --prompts, --test_prompts, --samples and the sampling settings are then its own")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=HERE / "sentiment-reward-model")
     args = parser.parse_args()
@@ -181,18 +184,27 @@ def main():
     stops = sorted({tokenizer.eos_token_id, *(generation.eos_token_id if isinstance(generation.eos_token_id, list)
                                               else [generation.eos_token_id])} - {None})
     tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
-    policy = AutoModelForCausalLM.from_pretrained(args.policy, dtype=torch.float32)
-    policy.resize_token_embeddings(len(tokenizer), mean_resizing=False)  # the pad's row: only ever masked
+    of = transformers.AutoConfig.from_pretrained(args.policy).num_hidden_layers
 
     # The policy's completions and their true rewards
-    print(f"sampling {args.samples} completions for each of {args.prompts} train and {args.test_prompts} test prompts",
-          flush=True)
-    train_samples = sample(policy, tokenizer, train.select(range(min(args.prompts, len(train)))), args, stops, "train")
-    test_samples = sample(policy, tokenizer, test.select(range(min(args.test_prompts, len(test)))), args, stops,
-                          "test")
+    if args.reuse_samples:
+        lines = [json.loads(line) for line in args.reuse_samples.read_text().splitlines()]
+        train_samples, test_samples = ([{"prompt": line["prompt"], "text": line["completion"], "ids": line["ids"],
+                                         "reward": line["reward"], "prompt_index": line["prompt_index"]}
+                                        for line in lines if line["split"] == split] for split in ("train", "test"))
+        print(f"{len(train_samples)} train and {len(test_samples)} test completions from {args.reuse_samples}",
+              flush=True)
+    else:
+        policy = AutoModelForCausalLM.from_pretrained(args.policy, dtype=torch.float32)
+        policy.resize_token_embeddings(len(tokenizer), mean_resizing=False)  # the pad's row: only ever masked
+        print(f"sampling {args.samples} completions for each of {args.prompts} train and {args.test_prompts} test "
+              "prompts", flush=True)
+        train_samples = sample(policy, tokenizer, train.select(range(min(args.prompts, len(train)))), args, stops,
+                               "train")
+        test_samples = sample(policy, tokenizer, test.select(range(min(args.test_prompts, len(test)))), args, stops,
+                              "test")
+        del policy
     seconds["sampling"] = round(time.perf_counter() - started, 1)
-    of = policy.config.num_hidden_layers
-    del policy
 
     # Pairs, each written as GRPO reads it (chat-template text in this tokenizer) or as PPO does (the policy's ids)
     grpo_text = text_encoder(tokenizer)
@@ -252,11 +264,11 @@ def main():
 
     model.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
-    with open(args.out / "samples.jsonl", "w") as f:  # what it learned from, and was checked on
+    with open(args.out / "samples.jsonl", "w") as f:  # what it learned from, and was checked on (--reuse_samples)
         for split, samples in (("train", train_samples), ("test", test_samples)):
             for s in samples:
                 f.write(json.dumps({"split": split, "prompt": s["prompt"], "completion": s["text"],
-                                    args.reward: s["reward"]}) + "\n")
+                                    "reward": s["reward"], "ids": s["ids"], "prompt_index": s["prompt_index"]}) + "\n")
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     rewards = [s["reward"] for s in test_samples if s["reward"] is not None]
     seconds["all"] = round(time.perf_counter() - started, 1)

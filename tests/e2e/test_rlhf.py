@@ -74,11 +74,27 @@ def test_the_builder_reports_its_pairs_and_agreement(reward_model):
     assert all(0.0 <= agreement[k] <= 1.0 for k in ("all", "grpo", "ppo"))
     lines = read_jsonl(out / "samples.jsonl")
     assert [line["split"] for line in lines] == ["train"] * 12 * 3 + ["test"] * 6 * 3  # each completion, its reward
-    assert all(line["length"] is not None for line in lines)
+    assert all(line["reward"] is not None and line["ids"] for line in lines)
     assert f"held-out agreement with --reward length: {agreement['all']:.3f}" in stdout
     assert build["loss_first"] is not None and build["handwritten_agreement"] is None  # no such file: skipped
     assert "reward model: the policy's first 1 of" in stdout and "LOAD REPORT" not in stdout  # said in one line
     assert "{'loss'" not in stdout  # short log lines, not the trainer's dicts
+
+
+def test_a_build_can_pair_an_earlier_builds_completions(reward_model, chat_model, chats):
+    """--reuse_samples: other training settings on the same completions, without sampling again."""
+    out, _ = reward_model
+    again = out.parent / "again"
+    proc = run_script("assets/build_reward_model.py", "--policy", chat_model, "--dataset_name", chats,
+                      "--system_prompt", "", "--reward", "length", "--max_new_tokens", 8, "--layers", 1, "--min_gap",
+                      0.05, "--pairs", 50, "--handwritten", out.parent / "none.jsonl", "--reuse_samples",
+                      out / "samples.jsonl", "--out", again, cwd=out.parent)
+    assert f"36 train and 18 test completions from {out / 'samples.jsonl'}" in proc.stdout
+    assert "sampling 3 completions" not in proc.stdout and "completions in" not in proc.stdout
+    assert read_jsonl(again / "samples.jsonl") == read_jsonl(out / "samples.jsonl")
+    build = json.loads((again / "build.json").read_text())
+    assert build["train_pairs"] == 50 and build["test_pairs"] == json.loads((out / "build.json").read_text())[
+        "test_pairs"]  # the same held-out completions, paired alike
 
 
 def test_the_reward_model_is_the_policys_first_layers_under_one_output(reward_model, chat_model):
