@@ -16,7 +16,7 @@
    spots (Gao et al. 2022, "Scaling laws for reward model overoptimization").
 
 Times depend on the machine: the fp32 matmul rate is measured before each run and given beside its time. A run that
-finished (its run.json holds the same command) is reported, not run again.
+finished (its run.json holds the same command and the same reward model's build.json) is reported, not run again.
 """
 
 import argparse
@@ -38,15 +38,19 @@ RECIPES = {"grpo": ("grpo_trl_example.py", "recipes/SmolLM2-135M-Instruct/grpo/c
 TRUE = "sentiment"
 
 
-def run(algo: str, seed: int, flags: list[str], threads: int) -> dict:
+def run(algo: str, seed: int, flags: list[str], threads: int, reward_model: dict) -> dict:
+    """One recipe's run against the reward model whose build.json is `reward_model`, or its result where one finished
+    with the same command against the same reward model."""
     script, config = RECIPES[algo]
     out = RUNS / f"{algo}-seed{seed}"
     cmd = [sys.executable, script, "--config", config, "--seed", str(seed), "--output_dir", repo_relative(out),
            *flags]
     command = shlex.join(["python", *cmd[1:]])
     done = out / "run.json"
-    if done.exists() and json.loads(done.read_text())["command"] == command:
-        return json.loads(done.read_text())
+    if done.exists():
+        finished = json.loads(done.read_text())
+        if (finished["command"], finished.pop("reward_model", None)) == (command, reward_model):
+            return finished
     out.parent.mkdir(parents=True, exist_ok=True)
     rate = matmul_gflops(threads)  # each run's own: the machine's rate moves between runs
     start = time.time()
@@ -64,7 +68,7 @@ def run(algo: str, seed: int, flags: list[str], threads: int) -> dict:
                    f"{key} gain/min": (after - before) / wall * 60}
     result |= {"kl after": report["after"].get("kl", {}).get("to_reference"), "wall s": wall, "peak RSS MiB": peak,
                "GFLOP/s": rate}
-    done.write_text(json.dumps(result, indent=2) + "\n")
+    done.write_text(json.dumps(result | {"reward_model": reward_model}, indent=2) + "\n")
     return result
 
 
@@ -143,7 +147,7 @@ def main():
     results = []
     for seed in args.seeds:
         for algo in args.algos:
-            result = run(algo, seed, shlex.split(args.flags), args.threads)
+            result = run(algo, seed, shlex.split(args.flags), args.threads, build)
             results.append(result)
             print(f"  {algo} seed {seed}: true {result['true before']:.3f} -> {result['true after']:.3f}, learned "
                   f"{result['learned before']:.3f} -> {result['learned after']:.3f}, KL {result['kl after']}, "
