@@ -51,9 +51,9 @@ def threads_env(threads: int) -> dict:
     return {"OMP_NUM_THREADS": str(threads)} if threads else {}
 
 
-def command(script: str, args: list) -> list[str]:
+def command(script: str, args: list, python: str = sys.executable) -> list[str]:
     """`python benchmarks/timed_run.py <script> <args>`, the command line a run uses (relative to the repo root)."""
-    return [sys.executable, str(BENCH.relative_to(REPO) / "timed_run.py"), script, *map(str, args)]
+    return [python, str(BENCH.relative_to(REPO) / "timed_run.py"), script, *map(str, args)]
 
 
 def show(cmd: list[str], env: dict | None = None, time_v: bool = False) -> str:
@@ -63,7 +63,7 @@ def show(cmd: list[str], env: dict | None = None, time_v: bool = False) -> str:
 
 
 def run(script: str, args: list, record_path: Path, env: dict | None = None, time_v: bool = False,
-        timeout: int = 900) -> dict:
+        timeout: int = 900, python: str = sys.executable) -> dict:
     """Run `script` under timed_run.py from the repo root, offline, and return its record.
 
     The record (see timed_run.py) gains `t_launch` (time.time() just before the process is started), `wall_s`, and
@@ -72,7 +72,7 @@ def run(script: str, args: list, record_path: Path, env: dict | None = None, tim
     record_path = REPO / record_path
     record_path.parent.mkdir(parents=True, exist_ok=True)
     record_path.unlink(missing_ok=True)
-    cmd = command(script, args)
+    cmd = command(script, args, python)
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(REPO),
                 "BENCH_RECORD": str(record_path), **(env or {})}
     if time_v:

@@ -25,7 +25,10 @@ runner adds them from the outside, the same way for every script it runs, withou
     of a Llama's FLOPs. The FLOPs run inside `generate` are counted apart (`generate`), so generation's rate can be
     set against the training passes';
   - a clock around every `generate` call (`generate_calls`: [time.time() at its end, seconds]), for GRPO and PPO
-    alike (PPOTrainer has no profiling timers of its own), and on a GPU the CUDA allocator's peak at exit.
+    alike (PPOTrainer has no profiling timers of its own), and on a GPU the CUDA allocator's peak at exit;
+  - on trl 1.12, a clock around each part of a PPO update (`ppo_parts`: {part: seconds over the run}), by the
+    functions PPOTrainer.train calls: the rollout's generation, reference forward, value model and reward model;
+    the update's forward passes, backward and optimizer steps.
 
 The record is written as JSON to $BENCH_RECORD when training ends, and again at exit (with `t_exit`).
 The script runs as `__main__` with its own folder first on sys.path, as `python SCRIPT` would put it.
@@ -127,6 +130,46 @@ def counted_generate(self, *args, **kwargs):
 
 
 GenerationMixin.generate = counted_generate
+
+try:  # PPOTrainer, which has no timers of its own and is gone from trl 1.13 on
+    from accelerate import Accelerator
+    from accelerate.optimizer import AcceleratedOptimizer
+    from trl.experimental.ppo import ppo_trainer
+except ImportError:
+    ppo_trainer = None
+
+
+def clocked(part, function):
+    """`function`, its time added to RECORD["ppo_parts"][part(*args)]."""
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            name = part(*args)
+            RECORD["ppo_parts"][name] = RECORD["ppo_parts"].get(name, 0.0) + time.perf_counter() - start
+
+    return timed
+
+
+if ppo_trainer is not None:  # the parts of a PPO update, by the functions PPOTrainer.train calls for each
+    RECORD["ppo_parts"] = {}
+    reward_models = []
+    _ppo_init = ppo_trainer.PPOTrainer.__init__
+
+    def ppo_init(self, *args, **kwargs):
+        _ppo_init(self, *args, **kwargs)
+        reward_models.append(self.reward_model)
+
+    ppo_trainer.PPOTrainer.__init__ = ppo_init
+    ppo_trainer.batch_generation = clocked(lambda *args: "rollout: generation", ppo_trainer.batch_generation)
+    ppo_trainer.forward = clocked(lambda *args: "update: policy and value forward" if torch.is_grad_enabled() else
+                                  "rollout: reference forward", ppo_trainer.forward)
+    ppo_trainer.get_reward = clocked(lambda model, *args: "rollout: reward model" if any(
+        model is r for r in reward_models) else "rollout: value model", ppo_trainer.get_reward)
+    Accelerator.backward = clocked(lambda *args: "update: backward", Accelerator.backward)
+    AcceleratedOptimizer.step = clocked(lambda *args: "update: optimizer step", AcceleratedOptimizer.step)
 
 _original_train = Trainer.train
 
