@@ -168,6 +168,12 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=HERE / "sentiment-reward-model")
     args = parser.parse_args()
+    if args.reuse_samples:
+        if not args.reuse_samples.is_file():
+            sys.exit(f"error: --reuse_samples {args.reuse_samples}: no such file (a build writes it as samples.jsonl)")
+        lines = [json.loads(line) for line in args.reuse_samples.read_text().splitlines()]
+        if any(args.reward not in line for line in lines):
+            sys.exit(f"error: {args.reuse_samples} has no `{args.reward}` scores: it was sampled with another --reward")
     started = time.perf_counter()
     set_seed(args.seed)
     rng = random.Random(args.seed)
@@ -188,9 +194,8 @@ def main():
 
     # The policy's completions and their true rewards
     if args.reuse_samples:
-        lines = [json.loads(line) for line in args.reuse_samples.read_text().splitlines()]
         train_samples, test_samples = ([{"prompt": line["prompt"], "text": line["completion"], "ids": line["ids"],
-                                         "reward": line["reward"], "prompt_index": line["prompt_index"]}
+                                         "reward": line[args.reward], "prompt_index": line["prompt_index"]}
                                         for line in lines if line["split"] == split] for split in ("train", "test"))
         print(f"{len(train_samples)} train and {len(test_samples)} test completions from {args.reuse_samples}",
               flush=True)
@@ -268,7 +273,8 @@ def main():
         for split, samples in (("train", train_samples), ("test", test_samples)):
             for s in samples:
                 f.write(json.dumps({"split": split, "prompt": s["prompt"], "completion": s["text"],
-                                    "reward": s["reward"], "ids": s["ids"], "prompt_index": s["prompt_index"]}) + "\n")
+                                    args.reward: s["reward"], "ids": s["ids"], "prompt_index": s["prompt_index"]})
+                        + "\n")
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     rewards = [s["reward"] for s in test_samples if s["reward"] is not None]
     seconds["all"] = round(time.perf_counter() - started, 1)

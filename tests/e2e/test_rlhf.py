@@ -74,7 +74,7 @@ def test_the_builder_reports_its_pairs_and_agreement(reward_model):
     assert all(0.0 <= agreement[k] <= 1.0 for k in ("all", "grpo", "ppo"))
     lines = read_jsonl(out / "samples.jsonl")
     assert [line["split"] for line in lines] == ["train"] * 12 * 3 + ["test"] * 6 * 3  # each completion, its reward
-    assert all(line["reward"] is not None and line["ids"] for line in lines)
+    assert all(line["length"] is not None and line["ids"] for line in lines)
     assert f"held-out agreement with --reward length: {agreement['all']:.3f}" in stdout
     assert build["loss_first"] is not None and build["handwritten_agreement"] is None  # no such file: skipped
     assert "reward model: the policy's first 1 of" in stdout and "LOAD REPORT" not in stdout  # said in one line
@@ -95,6 +95,13 @@ def test_a_build_can_pair_an_earlier_builds_completions(reward_model, chat_model
     build = json.loads((again / "build.json").read_text())
     assert build["train_pairs"] == 50 and build["test_pairs"] == json.loads((out / "build.json").read_text())[
         "test_pairs"]  # the same held-out completions, paired alike
+    other = run_script("assets/build_reward_model.py", "--reward", "sentiment", "--reuse_samples",
+                       out / "samples.jsonl", "--out", out.parent / "other", cwd=out.parent, check=False)
+    assert other.returncode != 0
+    assert "has no `sentiment` scores: it was sampled with another --reward" in other.stderr
+    missing = run_script("assets/build_reward_model.py", "--reuse_samples", out / "nosuch.jsonl", cwd=out.parent,
+                         check=False)
+    assert missing.returncode != 0 and "nosuch.jsonl: no such file" in missing.stderr
 
 
 def test_the_reward_model_is_the_policys_first_layers_under_one_output(reward_model, chat_model):
