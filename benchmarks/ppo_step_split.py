@@ -1,5 +1,5 @@
 """Where a PPO update's time goes, beside a GRPO step's: the two RLHF recipes for a few updates each, on both threads,
-without the held-out evaluation, each on its own trl (BENCHMARKS.md, section 23).
+without their held-out evaluation, each on its own trl (BENCHMARKS.md, section 23).
 
     python benchmarks/ppo_step_split.py                       # ~6 min on 2 cores; needs assets/sentiment-reward-model
     python benchmarks/ppo_step_split.py --updates 3 --ppo_flags "--num_ppo_epochs 2"
@@ -15,6 +15,8 @@ the run's updates, the first (which warms up) included; the fp32 matmul rate is 
 import argparse
 import shlex
 from pathlib import Path
+
+import yaml
 
 from harness import BENCH, REPO, matmul_gflops, repo_relative, run
 
@@ -37,8 +39,12 @@ def main():
     rows = {}
     for algo, (script, config, python) in RECIPES.items():
         out = BENCH / "outputs" / "ppo_step_split" / algo
+        out.parent.mkdir(parents=True, exist_ok=True)
+        recipe = yaml.safe_load((REPO / config).read_text())  # the recipe without its held-out evaluation
+        recipe = {key: value for key, value in recipe.items() if not key.startswith("eval_")}
+        (out.parent / f"{algo}.yaml").write_text(yaml.safe_dump(recipe))
         budget = ["--total_episodes", str(16 * args.updates)] if algo == "ppo" else ["--max_steps", str(args.updates)]
-        cli = ["--config", config, "--output_dir", repo_relative(out), "--eval_num_samples", "0", *budget,
+        cli = ["--config", repo_relative(out.parent / f"{algo}.yaml"), "--output_dir", repo_relative(out), *budget,
                *shlex.split(getattr(args, f"{algo}_flags"))]
         print(f"{algo}: {shlex.join(['python', script, *cli])}", flush=True)
         record = run(script, cli, out.with_suffix(".json"), env={"OMP_NUM_THREADS": "2"}, timeout=3600,
