@@ -1,7 +1,7 @@
 """Where a PPO update's time goes, beside a GRPO step's: the two RLHF recipes for a few updates each, on both threads,
 without their held-out evaluation, each on its own trl (BENCHMARKS.md, section 23).
 
-    python benchmarks/ppo_step_split.py                       # ~6 min on 2 cores; needs assets/sentiment-reward-model
+    python benchmarks/ppo_step_split.py      # ~5 min at 234 GFLOP/s; needs assets/sentiment-reward-model
     python benchmarks/ppo_step_split.py --updates 3 --ppo_flags "--num_ppo_epochs 2"
 
 timed_run.py clocks the parts of PPOTrainer's update (trl 1.12 has no timers of its own): the rollout's generation,

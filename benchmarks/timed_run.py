@@ -41,6 +41,7 @@ import resource
 import runpy
 import sys
 import time
+import warnings
 
 T_RUNNER_START = time.time()
 
@@ -134,7 +135,10 @@ GenerationMixin.generate = counted_generate
 try:  # PPOTrainer, which has no timers of its own and is gone from trl 1.13 on
     from accelerate import Accelerator
     from accelerate.optimizer import AcceleratedOptimizer
-    from trl.experimental.ppo import ppo_trainer
+
+    with warnings.catch_warnings():  # as the PPO script imports it: trl.experimental's notice says nothing
+        warnings.filterwarnings("ignore", message="You are importing from 'trl.experimental'")
+        from trl.experimental.ppo import ppo_trainer
 except ImportError:
     ppo_trainer = None
 
