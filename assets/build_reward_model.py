@@ -58,7 +58,7 @@ from trl import RewardConfig, RewardTrainer  # noqa: E402
 
 from extras.evaluation import (RewardModelReward, Sampling, generate, prompt_token_ids, score,  # noqa: E402
                                text_encoder, up_to_first)
-from extras.outputs import quiet, tidy  # noqa: E402
+from extras.outputs import held_load_reports, missing_weights, quiet, tidy  # noqa: E402
 from grpo_trl_example import load_prompts  # noqa: E402
 from rewards import get_reward_funcs  # noqa: E402
 
@@ -117,23 +117,10 @@ def agreement(model, rows: list[tuple[list[int], list[int], str, float]], pad: i
 def load_report_said(layers: int, of: int):
     """Load the reward model with what it keeps of the policy in one line, where transformers' load report lists the
     layers left out as unexpected and the new head as missing (as they are, by design)."""
-    reports = []
-    logger = transformers.utils.logging.get_logger("transformers.modeling_utils")
-
-    def hold(record) -> bool:
-        if "LOAD REPORT" in record.getMessage():
-            reports.append(record.getMessage())
-            return False
-        return True
-
-    logger.addFilter(hold)
-    try:
+    with held_load_reports() as reports:
         yield
-    finally:
-        logger.removeFilter(hold)
-    missing = [line.split("|")[0].strip() for report in reports for line in report.splitlines() if "| MISSING" in line]
-    if any(not key.startswith("score.") for key in missing):  # a weight that should have loaded
-        logger.warning("\n".join(reports))
+    if any(not key.startswith("score.") for report in reports for key in missing_weights(report)):  # should have loaded
+        transformers.utils.logging.get_logger("transformers.modeling_utils").warning("\n".join(reports))
     print(f"reward model: the policy's first {layers} of {of} transformer layers under a new one-output `score` head, "
           "which starts at random", flush=True)
 

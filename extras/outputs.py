@@ -56,6 +56,32 @@ def quiet():
                 logging.getLogger(name).removeFilter(keep)
 
 
+@contextmanager
+def held_load_reports():
+    """Inside it, transformers' load reports are not printed but gathered in the list it yields, for a caller that
+    loads a model with a new head, which the report lists as MISSING (as it is, by design), to say so in its own words
+    and to print a report only where another weight is missing (`missing_weights`)."""
+    reports = []
+    logger = logging.getLogger("transformers.modeling_utils")
+
+    def hold(record) -> bool:
+        if "LOAD REPORT" in record.getMessage():
+            reports.append(record.getMessage())
+            return False
+        return True
+
+    logger.addFilter(hold)
+    try:
+        yield reports
+    finally:
+        logger.removeFilter(hold)
+
+
+def missing_weights(report: str) -> list[str]:
+    """The names a load report lists as MISSING: weights the checkpoint did not hold, which start at random."""
+    return [line.split("|")[0].strip() for line in report.splitlines() if "| MISSING" in line]
+
+
 class RunRecorder(TrainerCallback):
     """metrics.jsonl (each log) and completions.jsonl (`samples()` at each training log), append-only JSON lines
     from the main process; a resumed run keeps each step once. (TRL's log_history is in memory, and on disk only in

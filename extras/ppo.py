@@ -13,6 +13,7 @@ from accelerate import PartialState
 from transformers import GenerationConfig
 
 from extras.evaluation import BeforeAfterEval, RewardModelReward, Sampling, prompt_token_ids, reference_of
+from extras.outputs import held_load_reports, missing_weights
 
 
 def check_options(script_args, training_args) -> None:
@@ -101,24 +102,12 @@ def evaluate_only(policy, reward_model, tokenizer, dataset, source: str, reward_
 def new_value_head(path: str):
     """Load a value model with its new `score` head said in one line, where transformers' load report calls it missing
     (as it is, by design); the report of any other missing weight is kept."""
-    reports = []
-    logger = transformers.utils.logging.get_logger("transformers.modeling_utils")
-
-    def hold(record) -> bool:
-        if "LOAD REPORT" in record.getMessage():
-            reports.append(record.getMessage())
-            return False
-        return True
-
-    logger.addFilter(hold)
-    try:
+    with held_load_reports() as reports:
         yield
-    finally:
-        logger.removeFilter(hold)
     for report in reports:
-        missing = [line.split("|")[0].strip() for line in report.splitlines() if "| MISSING" in line]
+        missing = missing_weights(report)
         if not missing or not all(key.startswith("score.") for key in missing):
-            logger.warning(report)
+            transformers.utils.logging.get_logger("transformers.modeling_utils").warning(report)
         elif PartialState().is_main_process:
             print(f"value model: {path} with a new value head ({', '.join(missing)}), which starts at random and "
                   "trains with the policy")
