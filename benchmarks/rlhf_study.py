@@ -16,7 +16,8 @@
    spots (Gao et al. 2022, "Scaling laws for reward model overoptimization").
 
 Times depend on the machine: the fp32 matmul rate is measured before each run and given beside its time. A run that
-finished (its run.json holds the same command and the same reward model's build.json) is reported, not run again.
+finished (its run.json holds the same command, the same recipe and the same reward model's build.json) is reported,
+not run again.
 """
 
 import argparse
@@ -40,16 +41,17 @@ TRUE = "sentiment"
 
 def run(algo: str, seed: int, flags: list[str], threads: int, reward_model: dict) -> dict:
     """One recipe's run against the reward model whose build.json is `reward_model`, or its result where one finished
-    with the same command against the same reward model."""
+    with the same command, recipe and reward model."""
     script, config = RECIPES[algo]
     out = RUNS / f"{algo}-seed{seed}"
     cmd = [sys.executable, script, "--config", config, "--seed", str(seed), "--output_dir", repo_relative(out),
            *flags]
     command = shlex.join(["python", *cmd[1:]])
     done = out / "run.json"
+    inputs = {"recipe": (REPO / config).read_text(), "reward_model": reward_model}  # what the command leaves unsaid
     if done.exists():
         finished = json.loads(done.read_text())
-        if (finished["command"], finished.pop("reward_model", None)) == (command, reward_model):
+        if finished["command"] == command and {key: finished.pop(key, None) for key in inputs} == inputs:
             return finished
     out.parent.mkdir(parents=True, exist_ok=True)
     rate = matmul_gflops(threads)  # each run's own: the machine's rate moves between runs
@@ -68,7 +70,7 @@ def run(algo: str, seed: int, flags: list[str], threads: int, reward_model: dict
                    f"{key} gain/min": (after - before) / wall * 60}
     result |= {"kl after": report["after"].get("kl", {}).get("to_reference"), "wall s": wall, "peak RSS MiB": peak,
                "GFLOP/s": rate}
-    done.write_text(json.dumps(result | {"reward_model": reward_model}, indent=2) + "\n")
+    done.write_text(json.dumps(result | inputs, indent=2) + "\n")
     return result
 
 
