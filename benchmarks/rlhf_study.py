@@ -34,17 +34,19 @@ sys.path.insert(0, str(REPO))
 from rewards import sentiment_reward  # noqa: E402
 
 RUNS = REPO / OUTPUTS / "rlhf_study"
-RECIPES = {"grpo": ("grpo_trl_example.py", "recipes/SmolLM2-135M-Instruct/grpo/config_sentiment_rm.yaml"),
-           "ppo": ("ppo_trl_example.py", "recipes/SmolLM2-135M-Instruct/ppo/config_sentiment_rm_lora.yaml")}
+RECIPES = {"grpo": ("grpo_trl_example.py", "recipes/SmolLM2-135M-Instruct/grpo/config_sentiment_rm.yaml",
+                    ".venv/bin/python"),
+           "ppo": ("ppo_trl_example.py", "recipes/SmolLM2-135M-Instruct/ppo/config_sentiment_rm_lora.yaml",
+                   ".venv-ppo/bin/python")}  # each script on the trl its header pins, in setup.sh's environments
 TRUE = "sentiment"
 
 
 def run(algo: str, seed: int, flags: list[str], threads: int, reward_model: dict) -> dict:
     """One recipe's run against the reward model whose build.json is `reward_model`, or its result where one finished
     with the same command, recipe and reward model."""
-    script, config = RECIPES[algo]
+    script, config, python = RECIPES[algo]
     out = RUNS / f"{algo}-seed{seed}"
-    cmd = [sys.executable, script, "--config", config, "--seed", str(seed), "--output_dir", repo_relative(out),
+    cmd = [str(REPO / python), script, "--config", config, "--seed", str(seed), "--output_dir", repo_relative(out),
            *flags]
     command = shlex.join(["python", *cmd[1:]])
     done = out / "run.json"
