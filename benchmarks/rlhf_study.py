@@ -1,4 +1,4 @@
-"""PPO against GRPO in RLHF with a learned reward model, offline: the study of BENCHMARKS.md, section 18.
+"""PPO against GRPO in RLHF with a learned reward model, offline: the study of BENCHMARKS.md, sections 18 and 24.
 
     python benchmarks/rlhf_study.py                    # the reward model, then 3 seeds of each recipe (~2 h, 2 cores)
     python benchmarks/rlhf_study.py --seeds 1 --skip_build
@@ -11,13 +11,16 @@
    reward (VADER's compound, -1 to 1) and the KL to the starting policy; each gain per 1,000 completions and per
    minute of the whole run; the wall time. Then mean and sd over seeds per algorithm.
 4. Draws overoptimisation.png: over training, the learned reward of the completions each step trained on (as the
-   trainer logged it) and their true reward (VADER on the same completions, from completions.jsonl), mean over seeds.
+   trainer logged it) and their true reward (VADER on the same completions, from completions.jsonl), a line a seed.
    Where the learned reward keeps rising and the true one stops, the policy has found the reward model's blind
    spots (Gao et al. 2022, "Scaling laws for reward model overoptimization").
+5. Draws rlhf_study.png (docs/rlhf_study.png is one): each run's true gain, and against its KL, beside earlier
+   studies' (--beside: by default section 18's, on a weaker reward model, and its recipes on this one), and this
+   study's rewards over training, mean over seeds.
 
 Times depend on the machine: the fp32 matmul rate is measured before each run and given beside its time. A run that
-finished (its run.json holds the same command, the same recipe and the same reward model's build.json) is reported,
-not run again.
+finished (its run.json holds the same command, the same recipe settings and the same reward model's build.json) is
+reported, not run again.
 """
 
 import argparse
@@ -28,12 +31,15 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
 from harness import OUTPUTS, REPO, matmul_gflops, repo_relative, run_logged, seeds_table
 
 sys.path.insert(0, str(REPO))
 from rewards import sentiment_reward  # noqa: E402
 
 RUNS = REPO / OUTPUTS / "rlhf_study"
+KEPT = REPO / "benchmarks" / "results" / "rlhf_study"  # the studies' results.json, kept: section 24's is results.json
+EARLIER = [KEPT / "reward_model_68.json", KEPT / "reward_model_84_recipes_of_18.json"]  # sections 18 and 24
 RECIPES = {"grpo": ("grpo_trl_example.py", "recipes/SmolLM2-135M-Instruct/grpo/config_sentiment_rm.yaml",
                     ".venv/bin/python"),
            "ppo": ("ppo_trl_example.py", "recipes/SmolLM2-135M-Instruct/ppo/config_sentiment_rm_lora.yaml",
@@ -50,7 +56,8 @@ def run(algo: str, seed: int, flags: list[str], threads: int, reward_model: dict
            *flags]
     command = shlex.join(["python", *cmd[1:]])
     done = out / "run.json"
-    inputs = {"recipe": (REPO / config).read_text(), "reward_model": reward_model}  # what the command leaves unsaid
+    # what the command leaves unsaid: the recipe's settings (not its comments) and the reward model
+    inputs = {"recipe": yaml.safe_load((REPO / config).read_text()), "reward_model": reward_model}
     if done.exists():
         finished = json.loads(done.read_text())
         if finished["command"] == command and {key: finished.pop(key, None) for key in inputs} == inputs:
@@ -126,6 +133,58 @@ def figure(all_curves: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def comparison(studies: list[dict], all_curves: dict, path: Path) -> None:
+    """Each study ({"label", "reward_model", "runs"}, this one last) beside the others: the true gain per run, the
+    true gain against the KL it cost, and this study's rewards over training, mean over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (gains, cost, steps) = plt.subplots(1, 3, figsize=(16, 4.5))
+    names = []
+    for i, study in enumerate(studies):
+        agreement = study["reward_model"]["held_out_agreement"]["all"]
+        names.append(f"reward model {agreement:.0%}\n{study['label']}")
+        for j, algo in enumerate(RECIPES):
+            runs = [r for r in study["runs"] if r["algo"] == algo]
+            if not runs:
+                continue
+            true = [r["true gain"] for r in runs]
+            x = i + (j - 0.5) * 0.3
+            gains.scatter([x] * len(true), true, color=f"C{j}", alpha=0.7, label=algo.upper() if i == 0 else None)
+            gains.hlines(statistics.mean(true), x - 0.12, x + 0.12, color=f"C{j}")
+            cost.scatter([r["kl after"] for r in runs], true, color=f"C{j}", marker="os^D"[i % 4], alpha=0.7,
+                         label=f"{algo.upper()}, reward model {agreement:.0%}, {study['label']}")
+    gains.axhline(0.3, color="grey", linestyle=":", label="the goal, +0.3")
+    gains.set_xticks(range(len(studies)), names, fontsize=8)
+    gains.set(ylabel="true reward's gain (VADER), held out", title="a dot per seed, a dash their mean")
+    cost.set(xlabel="KL from the starting policy after training (nats)", ylabel="true reward's gain (VADER)",
+             title="what each run's gain cost in KL")
+    cost.legend(fontsize=6)
+    twin = steps.twinx()
+    for j, (algo, by_seed) in enumerate(all_curves.items()):
+        rows = list(zip(*by_seed.values()))  # per step, each seed's (seen, learned, true)
+        seen = [row[0][0] for row in rows]
+        steps.plot(seen, smoothed([statistics.mean(p[2] for p in row) for row in rows]), color=f"C{j}",
+                   label=f"{algo.upper()}: true (VADER)")
+        twin.plot(seen, smoothed([statistics.mean(p[1] for p in row) for row in rows]), color=f"C{j}",
+                  linestyle="--", label=f"{algo.upper()}: learned")
+    steps.set(xlabel="completions trained on", ylabel="true reward (VADER), solid",
+              title="this study: true (solid) and learned (dashed), mean over seeds")
+    twin.set_ylabel("learned reward (each algorithm's reading), dashed")
+    lines, more = steps.get_legend_handles_labels(), twin.get_legend_handles_labels()
+    steps.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="lower right")
+    for ax in (gains, cost, steps):
+        ax.grid(alpha=0.3)
+    gains.legend(fontsize=7)
+    fig.suptitle("RLHF against a learned reward model, SmolLM2-135M-Instruct on 2 CPU cores: 320 completions a run",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def smoothed(values, window: int = 5) -> list[float]:
     return [statistics.mean(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
 
@@ -137,6 +196,10 @@ def main():
     parser.add_argument("--skip_build", action="store_true", help="use the reward model already built")
     parser.add_argument("--flags", default="", help="extra flags for every run, e.g. '--max_steps 10'")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
+    parser.add_argument("--label", default="the recipes", help="this study's name in the comparison figure")
+    parser.add_argument("--beside", nargs="*", type=Path, default=EARLIER,
+                        help="earlier studies' results to draw beside this one's (default: the two kept in "
+                             "benchmarks/results/rlhf_study/)")
     args = parser.parse_args()
     rate = matmul_gflops(args.threads)
     print(f"fp32 matmul {rate:.0f} GFLOP/s on {args.threads} thread(s)", flush=True)
@@ -158,14 +221,15 @@ def main():
                   f"{result['wall s']:.0f} s", flush=True)
     all_curves = {algo: curves(algo, args.seeds) for algo in args.algos}
     path = RUNS / "results.json"
-    path.write_text(json.dumps({"matmul_gflops": rate, "threads": args.threads, "reward_model": build,
-                                "runs": results, "curves": all_curves,
-                                "study_seconds": round(time.time() - started)}, indent=2) + "\n")
+    study = {"label": args.label, "matmul_gflops": rate, "threads": args.threads, "reward_model": build,
+             "runs": results, "curves": all_curves, "study_seconds": round(time.time() - started)}
+    path.write_text(json.dumps(study, indent=2) + "\n")
     figure(all_curves, RUNS / "overoptimisation.png", "RLHF against a learned reward model, SmolLM2-135M-Instruct")
+    comparison([*(json.loads(p.read_text()) for p in args.beside), study], all_curves, RUNS / "rlhf_study.png")
     table = seeds_table(results, "algo")
     print(f"\nfp32 matmul {rate:.0f} GFLOP/s on {args.threads} thread(s); the study took "
-          f"{(time.time() - started) / 60:.0f} min\n{table}\n\nwritten to {repo_relative(path)} and "
-          f"{repo_relative(RUNS / 'overoptimisation.png')}")
+          f"{(time.time() - started) / 60:.0f} min\n{table}\n\nwritten to {repo_relative(path)}, "
+          f"{repo_relative(RUNS / 'overoptimisation.png')} and {repo_relative(RUNS / 'rlhf_study.png')}")
 
 
 if __name__ == "__main__":
