@@ -206,10 +206,10 @@ def test_recipe_on_smollm2(tmp_path, smollm2, smollm2_shipping_a_config, smollm2
     lora = settings.get("use_peft", False)
     checkpointing = ["--activation_checkpointing", "true"] if algo == "ppo" and lora else []
     processes = 2 if two_processes else 1
-    reward_model = []  # the RLHF recipes' reward model, in the flag each script reads it from
-    for key in ("reward_model_path", "reward_model_name_or_path"):
+    reward_model = []  # the RLHF recipes' reward model, in each flag a script reads it from (PPO's value model too)
+    for key in ("reward_model_path", "reward_model_name_or_path", "value_model_path"):
         if key in settings:
-            reward_model = [f"--{key}", smollm2_reward_model]
+            reward_model += [f"--{key}", smollm2_reward_model]
     size = (["--max_steps", 2, "--num_generations", 2, "--per_device_train_batch_size", 4 // processes,
              "--max_completion_length", 6, "--reward_funcs", "accuracy", "probe.alternating"]  # a reward with signal
             if algo == "grpo" else ["--total_episodes", 4 * processes, "--per_device_train_batch_size", 2,
