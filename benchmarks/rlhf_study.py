@@ -5,11 +5,12 @@
 
 1. Builds the reward model (assets/build_reward_model.py: SmolLM2's completions on the sentiment task, labelled by
    VADER) unless --skip_build, and reads its held-out agreement with VADER from its build.json.
-2. Runs the GRPO and the PPO recipe on it (recipes/SmolLM2-135M-Instruct/*/config_sentiment_rm*.yaml) per seed, one
-   at a time with both threads, on the same budget of completions (the recipes set 320 each).
+2. Runs the GRPO and the PPO recipe on it (recipes/SmolLM2-135M-Instruct/*/config_sentiment_rm*.yaml) per seed, the
+   two side by side on one thread each (--parallel, --threads), on the same budget of completions (320 each).
 3. Reports per run, from eval.json (64 held-out prompts x 2 samples, before and after): the learned reward, the true
    reward (VADER's compound, -1 to 1) and the KL to the starting policy; each gain per 1,000 completions and per
-   minute of the whole run; the wall time. Then mean and sd over seeds per algorithm.
+   minute of the whole run; the wall time; and how often the reward model orders the run's own completions as the
+   true reward does, among its first and its last 5 steps'. Then mean and sd over seeds per algorithm.
 4. Draws overoptimisation.png: over training, the learned reward of the completions each step trained on (as the
    trainer logged it) and their true reward (VADER on the same completions, from completions.jsonl), a line a seed.
    Where the learned reward keeps rising and the true one stops, the policy has found the reward model's blind
@@ -29,6 +30,7 @@ import shlex
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -83,23 +85,41 @@ def run(algo: str, seed: int, flags: list[str], threads: int, reward_model: dict
     return result
 
 
+def scored(algo: str, seed: int) -> dict:
+    """{step: [(learned reward, true reward), ...]} of the completions each training step trained on: the learned as
+    the trainer logged it, the true from VADER on the same completions (completions.jsonl)."""
+    rows = [json.loads(line) for line in open(RUNS / f"{algo}-seed{seed}" / "completions.jsonl")]
+    learned = next(k for k in rows[0] if k not in ("step", "prompt", "completion", TRUE))
+    steps = {}
+    for row, true in zip(rows, sentiment_reward([r["completion"] for r in rows]), strict=True):
+        steps.setdefault(row["step"], []).append((row[learned], true))
+    return dict(sorted(steps.items()))
+
+
 def curves(algo: str, seeds: list[int]) -> dict:
     """{seed: [(completions seen, learned reward, true reward), ...]}: per training step, the mean over the
     completions it trained on."""
     out = {}
     for seed in seeds:
-        rows = [json.loads(line) for line in open(RUNS / f"{algo}-seed{seed}" / "completions.jsonl")]
-        learned = next(k for k in rows[0] if k not in ("step", "prompt", "completion", TRUE))
-        true = sentiment_reward([r["completion"] for r in rows])
-        steps = {}
-        for row, t in zip(rows, true, strict=True):
-            steps.setdefault(row["step"], []).append((row[learned], t))
-        seen = 0
-        points = []
-        for _, values in sorted(steps.items()):
+        seen, points = 0, []
+        for values in scored(algo, seed).values():
             seen += len(values)
             points.append((seen, statistics.mean(v[0] for v in values), statistics.mean(v[1] for v in values)))
         out[seed] = points
+    return out
+
+
+def agreement_drift(algo: str, seed: int, steps: int = 5) -> dict:
+    """How often the reward model orders two of the run's own completions as the true reward does (true scores 0.1 or
+    more apart), among its first and its last `steps` steps' completions: a reward model that the policy has learned
+    to fool is right less often on what the policy writes late. Scale-free, so comparable between reward models."""
+    by_step = list(scored(algo, seed).values())
+    out = {}
+    for name, part in (("first", by_step[:steps]), ("last", by_step[-steps:])):
+        values = [v for step in part for v in step]
+        pairs = [(a, b) for i, a in enumerate(values) for b in values[i + 1:] if abs(a[1] - b[1]) >= 0.1]
+        right = sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for a, b in pairs)
+        out[f"RM right, {name} {steps} steps"] = round(right / len(pairs), 3) if pairs else None  # None: all alike
     return out
 
 
@@ -154,7 +174,9 @@ def comparison(studies: list[dict], all_curves: dict, path: Path) -> None:
             x = i + (j - 0.5) * 0.3
             gains.scatter([x] * len(true), true, color=f"C{j}", alpha=0.7, label=algo.upper() if i == 0 else None)
             gains.hlines(statistics.mean(true), x - 0.12, x + 0.12, color=f"C{j}")
-            cost.scatter([r["kl after"] for r in runs], true, color=f"C{j}", marker="os^D"[i % 4], alpha=0.7,
+            measured = [r for r in runs if r["kl after"] is not None]  # none where GRPO ran without a reference
+            cost.scatter([r["kl after"] for r in measured], [r["true gain"] for r in measured], color=f"C{j}",
+                         marker="os^D"[i % 4], alpha=0.7,
                          label=f"{algo.upper()}, reward model {agreement:.0%}, {study['label']}")
     gains.axhline(0.3, color="grey", linestyle=":", label="the goal, +0.3")
     gains.set_xticks(range(len(studies)), names, fontsize=8)
@@ -181,7 +203,7 @@ def comparison(studies: list[dict], all_curves: dict, path: Path) -> None:
     fig.suptitle("RLHF against a learned reward model, SmolLM2-135M-Instruct on 2 CPU cores: 320 completions a run",
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=80, bbox_inches="tight")  # the twin axis's label inside
     plt.close(fig)
 
 
@@ -195,39 +217,47 @@ def main():
     parser.add_argument("--algos", nargs="+", choices=sorted(RECIPES), default=["grpo", "ppo"])
     parser.add_argument("--skip_build", action="store_true", help="use the reward model already built")
     parser.add_argument("--flags", default="", help="extra flags for every run, e.g. '--max_steps 10'")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
+    parser.add_argument("--parallel", type=int, default=2, help="runs at a time: a seed's GRPO and PPO side by side")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--label", default="the recipes", help="this study's name in the comparison figure")
     parser.add_argument("--beside", nargs="*", type=Path, default=EARLIER,
                         help="earlier studies' results to draw beside this one's (default: the two kept in "
                              "benchmarks/results/rlhf_study/)")
     args = parser.parse_args()
-    rate = matmul_gflops(args.threads)
-    print(f"fp32 matmul {rate:.0f} GFLOP/s on {args.threads} thread(s)", flush=True)
+    cores = args.threads * args.parallel
+    rate = matmul_gflops(cores)
+    print(f"fp32 matmul {rate:.0f} GFLOP/s on {cores} thread(s)", flush=True)
     RUNS.mkdir(parents=True, exist_ok=True)
     started = time.time()
     if not args.skip_build:
         run_logged([sys.executable, "assets/build_reward_model.py"], RUNS / "build_reward_model.log",
-                   threads=args.threads)
+                   threads=cores)
     build = json.loads((REPO / "assets" / "sentiment-reward-model" / "build.json").read_text())
     print(f"reward model: held-out agreement with VADER {build['held_out_agreement']}, built in {build['seconds']} s",
           flush=True)
-    results = []
-    for seed in args.seeds:
-        for algo in args.algos:
-            result = run(algo, seed, shlex.split(args.flags), args.threads, build)
-            results.append(result)
-            print(f"  {algo} seed {seed}: true {result['true before']:.3f} -> {result['true after']:.3f}, learned "
-                  f"{result['learned before']:.3f} -> {result['learned after']:.3f}, KL {result['kl after']}, "
-                  f"{result['wall s']:.0f} s", flush=True)
+
+    def one(job: tuple[str, int]) -> dict:
+        algo, seed = job
+        result = run(algo, seed, shlex.split(args.flags), args.threads, build) | agreement_drift(algo, seed)
+        kl = "none measured" if result["kl after"] is None else f"{result['kl after']:.1f}"  # GRPO at beta 0
+        print(f"  {algo} seed {seed}: true {result['true before']:.3f} -> {result['true after']:.3f}, learned "
+              f"{result['learned before']:.3f} -> {result['learned after']:.3f}, KL {kl}, {result['wall s']:.0f} s; "
+              "the reward model right on its first and last 5 steps' pairs: "
+              f"{result['RM right, first 5 steps']}, {result['RM right, last 5 steps']}", flush=True)
+        return result
+
+    with ThreadPoolExecutor(args.parallel) as pool:
+        results = list(pool.map(one, [(algo, seed) for seed in args.seeds for algo in args.algos]))
     all_curves = {algo: curves(algo, args.seeds) for algo in args.algos}
     path = RUNS / "results.json"
-    study = {"label": args.label, "matmul_gflops": rate, "threads": args.threads, "reward_model": build,
-             "runs": results, "curves": all_curves, "study_seconds": round(time.time() - started)}
+    study = {"label": args.label, "matmul_gflops": rate, "threads": args.threads, "parallel": args.parallel,
+             "reward_model": build, "runs": results, "curves": all_curves,
+             "study_seconds": round(time.time() - started)}
     path.write_text(json.dumps(study, indent=2) + "\n")
     figure(all_curves, RUNS / "overoptimisation.png", "RLHF against a learned reward model, SmolLM2-135M-Instruct")
     comparison([*(json.loads(p.read_text()) for p in args.beside), study], all_curves, RUNS / "rlhf_study.png")
     table = seeds_table(results, "algo")
-    print(f"\nfp32 matmul {rate:.0f} GFLOP/s on {args.threads} thread(s); the study took "
+    print(f"\nfp32 matmul {rate:.0f} GFLOP/s on {cores} thread(s); the study took "
           f"{(time.time() - started) / 60:.0f} min\n{table}\n\nwritten to {repo_relative(path)}, "
           f"{repo_relative(RUNS / 'overoptimisation.png')} and {repo_relative(RUNS / 'rlhf_study.png')}")
 

@@ -59,3 +59,18 @@ def test_the_comparison_figure_is_a_small_png(tmp_path):
     rlhf_study.comparison(studies, curves, tmp_path / "figure.png")
     png = (tmp_path / "figure.png").read_bytes()
     assert png[:4] == b"\x89PNG" and len(png) < 200_000  # docs/ holds one: under 200 KB
+
+
+def test_agreement_drift_counts_the_pairs_the_reward_model_orders_as_the_truth(tmp_path, monkeypatch):
+    """Right on every counted pair of the first steps' completions, wrong on every one of the last steps'; the one
+    pair it gets the other way ("near" against "text 3") is not counted: their true scores are under 0.1 apart."""
+    monkeypatch.setattr(rlhf_study, "RUNS", tmp_path)
+    (tmp_path / "grpo-seed1").mkdir()
+    truth = {f"text {i}": i / 5 for i in range(4)} | {"near": 0.65}
+    learned = truth | {"near": 0.55}  # below "text 3" (0.6), which the truth puts below it
+    monkeypatch.setattr(rlhf_study, "sentiment_reward", lambda completions: [truth[c] for c in completions])
+    rows = [{"step": step, "prompt": "p", "completion": text, "reward_model": learned[text] * (1 if step < 3 else -1)}
+            for step in range(1, 5) for text in truth]
+    (tmp_path / "grpo-seed1" / "completions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    drift = rlhf_study.agreement_drift("grpo", 1, steps=2)
+    assert drift == {"RM right, first 2 steps": 1.0, "RM right, last 2 steps": 0.0}
