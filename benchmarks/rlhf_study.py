@@ -40,8 +40,9 @@ sys.path.insert(0, str(REPO))
 from rewards import sentiment_reward  # noqa: E402
 
 RUNS = REPO / OUTPUTS / "rlhf_study"
-KEPT = REPO / "benchmarks" / "results" / "rlhf_study"  # the studies' results.json, kept: section 24's is results.json
-EARLIER = [KEPT / "reward_model_68.json", KEPT / "reward_model_84_recipes_of_18.json"]  # sections 18 and 24
+KEPT = REPO / "benchmarks" / "results" / "rlhf_study"  # the studies' results, committed (section 24's: results.json)
+# drawn beside a study: section 18's, and section 18's recipes on section 23's reward model (section 24)
+EARLIER = [KEPT / "reward_model_68.json", KEPT / "reward_model_84_recipes_of_18.json"]
 RECIPES = {"grpo": ("grpo_trl_example.py", "recipes/SmolLM2-135M-Instruct/grpo/config_sentiment_rm.yaml",
                     ".venv/bin/python"),
            "ppo": ("ppo_trl_example.py", "recipes/SmolLM2-135M-Instruct/ppo/config_sentiment_rm_lora.yaml",
