@@ -1,6 +1,6 @@
 """PPO against GRPO in RLHF with a learned reward model, offline: the study of BENCHMARKS.md, sections 18 and 24.
 
-    python benchmarks/rlhf_study.py                    # the reward model, then 3 seeds of each recipe (~2 h, 2 cores)
+    python benchmarks/rlhf_study.py                  # the reward model, then 3 seeds of each recipe (~50 min, 2 cores)
     python benchmarks/rlhf_study.py --seeds 1 --skip_build
 
 1. Builds the reward model (assets/build_reward_model.py: SmolLM2's completions on the sentiment task, labelled by
