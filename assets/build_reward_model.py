@@ -142,6 +142,8 @@ def main():
     parser.add_argument("--min_gap", type=float, default=0.1, help="the least true-reward gap that makes a pair")
     parser.add_argument("--margin_scale", type=float, default=1.0, help="RewardTrainer's margin: this x the gap")
     parser.add_argument("--layers", type=int, default=4, help="the policy's first layers, kept in the reward model")
+    parser.add_argument("--freeze_embeddings", action="store_true",
+                        help="train the layers and head only, not the token embeddings (28M of 42.5M at 4 layers)")
     parser.add_argument("--epochs", type=float, default=1, help="over the training pairs")
     parser.add_argument("--learning_rate", type=float, default=1e-3)
     parser.add_argument("--batch_size", type=int, default=32, help="pairs per optimizer step")
@@ -236,6 +238,7 @@ def main():
                                                                    num_hidden_layers=args.layers)
     model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     model.config.pad_token_id = tokenizer.pad_token_id
+    model.get_input_embeddings().requires_grad_(not args.freeze_embeddings)
     config = RewardConfig(output_dir=tempfile.mkdtemp(prefix="reward-trainer-"), num_train_epochs=args.epochs,
                           per_device_train_batch_size=args.batch_size, learning_rate=args.learning_rate,
                           lr_scheduler_type="linear", warmup_steps=0.05, logging_steps=max(1, len(train_rows) //

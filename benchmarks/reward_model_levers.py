@@ -31,6 +31,8 @@ ROWS = {
     "2,000 pairs, 16 a step": ["--pairs", "2000", "--batch_size", "16"],
     "2,000 pairs, no margin": ["--pairs", "2000", "--margin_scale", "0"],
     "pairs within prompts only": ["--pairs", "2000", "--within_prompts"],
+    "2 layers": ["--layers", "2"],
+    "the embeddings frozen": ["--freeze_embeddings"],
 }
 PROMPTS, SAMPLES = 256, 2
 
