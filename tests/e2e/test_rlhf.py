@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ADDITION, read_jsonl, run_script, write_jsonl
-from transformers import AutoConfig, AutoTokenizer
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 
 
@@ -82,19 +83,24 @@ def test_the_builder_reports_its_pairs_and_agreement(reward_model):
 
 
 def test_a_build_can_pair_an_earlier_builds_completions(reward_model, chat_model, chats):
-    """--reuse_samples: other training settings on the same completions, without sampling again."""
+    """--reuse_samples: other training settings on the same completions, without sampling again; here
+    --freeze_embeddings, which keeps the policy's token embeddings as they are, where the first build trained them."""
     out, _ = reward_model
     again = out.parent / "again"
     proc = run_script("assets/build_reward_model.py", "--policy", chat_model, "--dataset_name", chats,
                       "--system_prompt", "", "--reward", "length", "--max_new_tokens", 8, "--layers", 1, "--min_gap",
                       0.05, "--pairs", 50, "--handwritten", out.parent / "none.jsonl", "--reuse_samples",
-                      out / "samples.jsonl", "--out", again, cwd=out.parent)
+                      out / "samples.jsonl", "--freeze_embeddings", "--out", again, cwd=out.parent)
     assert f"36 train and 18 test completions from {out / 'samples.jsonl'}" in proc.stdout
     assert "sampling 3 completions" not in proc.stdout and "completions in" not in proc.stdout
     assert read_jsonl(again / "samples.jsonl") == read_jsonl(out / "samples.jsonl")
     build = json.loads((again / "build.json").read_text())
     assert build["train_pairs"] == 50 and build["test_pairs"] == json.loads((out / "build.json").read_text())[
         "test_pairs"]  # the same held-out completions, paired alike
+    policy = AutoModelForCausalLM.from_pretrained(chat_model).get_input_embeddings().weight
+    frozen, trained = (AutoModelForSequenceClassification.from_pretrained(path).get_input_embeddings().weight[
+        :len(policy)] for path in (again, out))  # the policy's rows (a build adds a pad token's)
+    assert torch.equal(frozen, policy) and not torch.equal(trained, policy)
     other = run_script("assets/build_reward_model.py", "--reward", "sentiment", "--reuse_samples",
                        out / "samples.jsonl", "--out", out.parent / "other", cwd=out.parent, check=False)
     assert other.returncode != 0
