@@ -56,6 +56,7 @@ from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassificati
                           GenerationConfig, set_seed)
 from trl import RewardConfig, RewardTrainer  # noqa: E402
 
+from benchmarks.harness import repo_relative  # noqa: E402  (build.json holds no machine's paths)
 from extras.evaluation import (RewardModelReward, Sampling, generate, prompt_token_ids, score,  # noqa: E402
                                text_encoder, up_to_first)
 from extras.outputs import held_load_reports, missing_weights, quiet, tidy  # noqa: E402
@@ -268,7 +269,7 @@ def main():
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     rewards = [s["reward"] for s in test_samples if s["reward"] is not None]
     seconds["all"] = round(time.perf_counter() - started, 1)
-    report = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    report = {"settings": {k: repo_relative(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
               "train_pairs": len(train_rows), "test_pairs": len(held_out) // 2,
               "held_out_agreement": agree, "handwritten_agreement": agree_written,
               "held_out_true_reward_mean": round(sum(rewards) / len(rewards), 3),

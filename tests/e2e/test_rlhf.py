@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ADDITION, read_jsonl, run_script, write_jsonl
+from conftest import ADDITION, REPO, read_jsonl, run_script, write_jsonl
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
@@ -34,7 +34,7 @@ def reward_model(tmp_path_factory, chat_model, chats):
     proc = run_script("assets/build_reward_model.py", "--policy", chat_model, "--dataset_name", chats,
                       "--system_prompt", "", "--reward", "length", "--prompts", 12, "--test_prompts", 6, "--samples",
                       3, "--max_new_tokens", 8, "--temperature", 1.0, "--layers", 1, "--min_gap", 0.05, "--pairs", 200,
-                      "--handwritten", out.parent / "none.jsonl", "--out", out, cwd=out.parent, fresh=True)
+                      "--handwritten", REPO / "assets" / "no-such.jsonl", "--out", out, cwd=out.parent, fresh=True)
     return out, proc.stdout
 
 
@@ -78,6 +78,8 @@ def test_the_builder_reports_its_pairs_and_agreement(reward_model):
     assert all(line["length"] is not None and line["ids"] for line in lines)
     assert f"held-out agreement with --reward length: {agreement['all']:.3f}" in stdout
     assert build["loss_first"] is not None and build["handwritten_agreement"] is None  # no such file: skipped
+    # a path inside the repo is recorded from its root, one outside it as it is: build.json holds no machine's paths
+    assert build["settings"]["handwritten"] == "assets/no-such.jsonl" and build["settings"]["out"] == str(out)
     assert "reward model: the policy's first 1 of" in stdout and "LOAD REPORT" not in stdout  # said in one line
     assert "{'loss'" not in stdout  # short log lines, not the trainer's dicts
 
