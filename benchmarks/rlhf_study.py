@@ -97,24 +97,22 @@ def scored(algo: str, seed: int) -> dict:
     return dict(sorted(steps.items()))
 
 
-def curves(algo: str, seeds: list[int]) -> dict:
-    """{seed: [(completions seen, learned reward, true reward), ...]}: per training step, the mean over the
+def curve(by_step: dict) -> list[tuple]:
+    """[(completions seen, learned reward, true reward), ...] from `scored`: per training step, the mean over the
     completions it trained on."""
-    out = {}
-    for seed in seeds:
-        seen, points = 0, []
-        for values in scored(algo, seed).values():
-            seen += len(values)
-            points.append((seen, statistics.mean(v[0] for v in values), statistics.mean(v[1] for v in values)))
-        out[seed] = points
-    return out
+    seen, points = 0, []
+    for values in by_step.values():
+        seen += len(values)
+        points.append((seen, statistics.mean(v[0] for v in values), statistics.mean(v[1] for v in values)))
+    return points
 
 
-def agreement_drift(algo: str, seed: int, steps: int = 5) -> dict:
+def agreement_drift(by_step: dict, steps: int = 5) -> dict:
     """How often the reward model orders two of the run's own completions as the true reward does (true scores 0.1 or
     more apart), among its first and its last `steps` steps' completions: a reward model that the policy has learned
-    to fool is right less often on what the policy writes late. Scale-free, so comparable between reward models."""
-    by_step = list(scored(algo, seed).values())
+    to fool is right less often on what the policy writes late. Scale-free, so comparable between reward models.
+    `by_step`: `scored`'s."""
+    by_step = list(by_step.values())
     out = {}
     for name, part in (("first", by_step[:steps]), ("last", by_step[-steps:])):
         values = [v for step in part for v in step]
@@ -237,19 +235,22 @@ def main():
     print(f"reward model: held-out agreement with VADER {build['held_out_agreement']}, built in {build['seconds']} s",
           flush=True)
 
-    def one(job: tuple[str, int]) -> dict:
+    def one(job: tuple[str, int]) -> tuple[dict, list]:
         algo, seed = job
-        result = run(algo, seed, shlex.split(args.flags), args.threads, build) | agreement_drift(algo, seed)
+        result = run(algo, seed, shlex.split(args.flags), args.threads, build)
+        by_step = scored(algo, seed)  # VADER on its completions, once
+        result |= agreement_drift(by_step)
         kl = "none measured" if result["kl after"] is None else f"{result['kl after']:.1f}"  # GRPO at beta 0
         print(f"  {algo} seed {seed}: true {result['true before']:.3f} -> {result['true after']:.3f}, learned "
               f"{result['learned before']:.3f} -> {result['learned after']:.3f}, KL {kl}, {result['wall s']:.0f} s; "
               "the reward model right on its first and last 5 steps' pairs: "
               f"{result['RM right, first 5 steps']}, {result['RM right, last 5 steps']}", flush=True)
-        return result
+        return result, curve(by_step)
 
     with ThreadPoolExecutor(args.parallel) as pool:
-        results = list(pool.map(one, [(algo, seed) for seed in args.seeds for algo in args.algos]))
-    all_curves = {algo: curves(algo, args.seeds) for algo in args.algos}
+        done = list(pool.map(one, [(algo, seed) for seed in args.seeds for algo in args.algos]))
+    results = [result for result, _ in done]
+    all_curves = {algo: {r["seed"]: points for r, points in done if r["algo"] == algo} for algo in args.algos}
     path = RUNS / "results.json"
     study = {"label": args.label, "matmul_gflops": rate, "threads": args.threads, "parallel": args.parallel,
              "reward_model": build, "runs": results, "curves": all_curves,

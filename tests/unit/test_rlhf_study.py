@@ -72,5 +72,5 @@ def test_agreement_drift_counts_the_pairs_the_reward_model_orders_as_the_truth(t
     rows = [{"step": step, "prompt": "p", "completion": text, "reward_model": learned[text] * (1 if step < 3 else -1)}
             for step in range(1, 5) for text in truth]
     (tmp_path / "grpo-seed1" / "completions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    drift = rlhf_study.agreement_drift("grpo", 1, steps=2)
+    drift = rlhf_study.agreement_drift(rlhf_study.scored("grpo", 1), steps=2)
     assert drift == {"RM right, first 2 steps": 1.0, "RM right, last 2 steps": 0.0}
