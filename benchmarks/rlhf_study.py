@@ -33,8 +33,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import matplotlib
 import yaml
 from harness import OUTPUTS, REPO, matmul_gflops, repo_relative, run_logged, seeds_table
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from rewards import sentiment_reward  # noqa: E402
@@ -123,11 +127,6 @@ def agreement_drift(by_step: dict, steps: int = 5) -> dict:
 
 
 def figure(all_curves: dict, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(1, len(all_curves), figsize=(5.5 * len(all_curves), 4), squeeze=False)
     for ax, (algo, by_seed) in zip(axes[0], all_curves.items()):
         twin = ax.twinx()
@@ -155,11 +154,6 @@ def figure(all_curves: dict, path: Path, title: str) -> None:
 def comparison(studies: list[dict], all_curves: dict, path: Path) -> None:
     """Each study ({"label", "reward_model", "runs"}, this one last) beside the others: the true gain per run, the
     true gain against the KL it cost, and this study's rewards over training, mean over seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, (gains, cost, steps) = plt.subplots(1, 3, figsize=(16, 4.5))
     names = []
     for i, study in enumerate(studies):
