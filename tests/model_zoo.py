@@ -6,6 +6,8 @@ tokenizer that adds BOS, no pad token, a reward model with another tokenizer. Ea
 `save_pretrained` directory in about a second, standing in for a hub checkpoint that the tests cannot download.
 
     build_qwen2()      Qwen2.5-Instruct: byte-level BPE, ChatML template with Qwen's default system prompt, pad token
+    build_qwen2_twin() Qwen2.5-0.5B-Instruct's GPU-shaped twin: its 151,936-row vocabulary and shipped generation
+                       config (two stop tokens), for what a GPU recipe costs and reads
     build_pythia()     Pythia (GPT-NeoX): GPT-2-style byte-level BPE with no pad token; also as a reward model
     build_bos_llama()  the bundled Llama with a tokenizer that adds BOS to plain text, as Llama/Mistral/Gemma do
     write_gsm8k()      a GSM8K-layout dataset folder (config `main`, `question` / `answer` with "#### N")
@@ -55,10 +57,11 @@ def byte_level_bpe(special_tokens: list[str], vocab_size: int = 600):
     return tokenizer
 
 
-def build_qwen2(out_dir: Path, reward_model: bool = False) -> Path:
+def build_qwen2(out_dir: Path, reward_model: bool = False, vocab_size: int | None = None) -> Path:
     """Stands in for Qwen/Qwen2.5-0.5B-Instruct: a Qwen2 with Qwen's special tokens and its real chat template
     (trl ships it), which adds "You are Qwen, created by Alibaba Cloud..." when a chat has no system message.
-    No BOS; `<|endoftext|>` pads, `<|im_end|>` ends a turn (eos). `reward_model`: a one-label sequence classifier."""
+    No BOS; `<|endoftext|>` pads, `<|im_end|>` ends a turn (eos). `reward_model`: a one-label sequence classifier.
+    `vocab_size`: the embedding's rows, if more than the tokenizer's tokens (Qwen2.5 has 151,936 for 151,665)."""
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM, Qwen2ForSequenceClassification
 
     tokenizer = PreTrainedTokenizerFast(
@@ -66,7 +69,7 @@ def build_qwen2(out_dir: Path, reward_model: bool = False) -> Path:
         eos_token="<|im_end|>", pad_token="<|endoftext|>",
     )
     tokenizer.chat_template = (importlib.resources.files("trl") / "chat_templates" / "qwen2_5.jinja").read_text()
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    config = Qwen2Config(vocab_size=vocab_size or len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                          tie_word_embeddings=not reward_model, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id, bos_token_id=None, num_labels=1)
@@ -75,16 +78,39 @@ def build_qwen2(out_dir: Path, reward_model: bool = False) -> Path:
     return _save(model, tokenizer, out_dir)
 
 
-def build_pythia(out_dir: Path, reward_model: bool = False) -> Path:
+QWEN25_VOCAB = 151_936  # Qwen2.5's (and Qwen2's) embedding rows
+PYTHIA_VOCAB = 50_304  # Pythia's
+
+
+def build_qwen2_twin(out_dir: Path, reward_model: bool = False) -> Path:
+    """Qwen2.5-0.5B-Instruct's GPU-shaped twin, for the GPU recipes: build_qwen2's tiny widths and tokenizer under
+    Qwen's module names, with its 151,936-row vocabulary, which costs the memory a width does not (every logit, the
+    embedding), tied to the output layer as Qwen2.5-0.5B's is; and as a policy, the generation config Qwen2.5-Instruct
+    ships: two stop tokens (`<|im_end|>` ends a turn, `<|endoftext|>` the text), sampling settings of its own. The
+    model's ids past the tokenizer's decode to nothing, as Qwen's unused rows do."""
+    out_dir = build_qwen2(out_dir, reward_model=reward_model, vocab_size=QWEN25_VOCAB)
+    if not reward_model:
+        from transformers import AutoTokenizer, GenerationConfig
+
+        tokenizer = AutoTokenizer.from_pretrained(out_dir)
+        turn_end, text_end = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
+        GenerationConfig(bos_token_id=text_end, pad_token_id=text_end, eos_token_id=[turn_end, text_end],
+                         do_sample=True, repetition_penalty=1.1, temperature=0.7, top_p=0.8, top_k=20,
+                         ).save_pretrained(out_dir)  # Qwen2.5-0.5B-Instruct's generation_config.json, in its ids
+    return out_dir
+
+
+def build_pythia(out_dir: Path, reward_model: bool = False, vocab_size: int | None = None) -> Path:
     """Stands in for EleutherAI/pythia-* and the cleanrl TL;DR SFT and reward models of TRL's PPO example:
     a GPT-NeoX whose GPT-2-style tokenizer has `<|endoftext|>` as BOS and eos and no pad token.
-    Policy and reward model built here share one tokenizer, as PPO needs."""
+    Policy and reward model built here share one tokenizer, as PPO needs. `vocab_size`: the embedding's rows
+    (PYTHIA_VOCAB for Pythia's)."""
     from transformers import (GPTNeoXConfig, GPTNeoXForCausalLM, GPTNeoXForSequenceClassification,
                               PreTrainedTokenizerFast)
 
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=byte_level_bpe(["<|endoftext|>"]),
                                         bos_token="<|endoftext|>", eos_token="<|endoftext|>")
-    config = GPTNeoXConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    config = GPTNeoXConfig(vocab_size=vocab_size or len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=4, max_position_embeddings=512, rotary_pct=0.25,
                            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, num_labels=1)
     torch.manual_seed(1 if reward_model else 0)
