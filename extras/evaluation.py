@@ -260,12 +260,13 @@ def held_out(train, test, script_args, seed: int):
 
 def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> "BeforeAfterEval":
     """The evaluation of a GRPOTrainer's policy: its prompt ids, its sampling (the GenerationConfig it generates with,
-    or with vLLM one built from the same settings; a completion ends at its first eos) and its reward models."""
+    or with vLLM, for which trl 1.16 builds none, one built as trl builds it; a completion ends at its first stop token,
+    any of the eos ids training stops at) and its reward models."""
     args = trainer.args
     tokenizer = trainer.processing_class
     config = getattr(trainer, "generation_config", None) or GenerationConfig(
         max_new_tokens=args.max_completion_length, do_sample=True, pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, temperature=args.temperature,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=trainer.eos_token_ids, temperature=args.temperature,
         top_p=args.top_p, top_k=args.top_k, min_p=args.min_p, repetition_penalty=args.repetition_penalty,
         **(args.generation_kwargs or {}))
     reward_models = [RewardModelReward(model, name, text_encoder(rm_tokenizer, args.chat_template_kwargs),

@@ -3,8 +3,10 @@
 import math
 from types import SimpleNamespace
 
+import model_zoo
 import pytest
 import torch
+from conftest import HAS_PPO_TRAINER
 
 from extras.evaluation import metrics_of, pass_at_k, up_to_first
 from rewards import get_reward_funcs
@@ -198,3 +200,29 @@ def test_the_kl_reference_is_the_trainers_or_the_policy_without_its_adapter():
         [[without]] = log_probs(reference, prompts, completions, temperature=1.0)
     assert without == pytest.approx(log_probs(plain, prompts, completions, temperature=1.0)[0][0], abs=1e-5)
     assert log_probs(policy, prompts, completions, temperature=1.0)[0][0] != pytest.approx(without, abs=1e-3)
+
+
+@pytest.mark.skipif(HAS_PPO_TRAINER, reason="GRPO's trl, 1.16, stops at every eos of the model's generation config")
+def test_grpo_evaluation_without_trls_generation_config_stops_where_training_stops(tmp_path):
+    """With --use_vllm, trl 1.16 builds no `generation_config`: the held-out evaluation builds one as trl does, and
+    stops at every eos id training stops at, on a model that ships two (Qwen2.5-Instruct's `<|im_end|>` and
+    `<|endoftext|>`), not only at the tokenizer's."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from extras.evaluation import for_grpo
+
+    twin = model_zoo.build_qwen2_twin(tmp_path / "qwen")
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, per_device_train_batch_size=2,
+                      num_generations=2, max_completion_length=4, report_to="none", beta=0.0)
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": "3+4="}], "answer": "7"}] * 2)
+    trainer = GRPOTrainer(model=str(twin), reward_funcs=get_reward_funcs(["accuracy"], 4), args=args,
+                          train_dataset=dataset)
+    stops = set(trainer.generation_config.eos_token_id)
+    tokenizer = trainer.processing_class
+    assert stops == set(tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"]))
+    del trainer.generation_config  # as trl 1.16 leaves it with vLLM
+    script_args = SimpleNamespace(eval_num_samples=2, eval_max_prompts=2)
+    evaluation = for_grpo(trainer, dataset, "split 'test'", [], script_args)
+    assert set(evaluation.sampling.config.eos_token_id) == stops
+    assert evaluation.sampling.config.max_new_tokens == 4 and evaluation.sampling.config.do_sample
