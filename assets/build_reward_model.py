@@ -114,6 +114,21 @@ def agreement(model, rows: list[tuple[list[int], list[int], str, float]], pad: i
     return result
 
 
+def turn_end(tokenizer, stops: list[int]) -> int:
+    """The stop token a policy ends its answer with: the first of `stops` that the chat template writes after an
+    assistant's message (Qwen's `<|im_end|>`, not its `<|endoftext|>`, though both stop it), else the tokenizer's
+    eos."""
+    if tokenizer.chat_template:
+        chat = [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."}]
+        asked = prompt_token_ids(tokenizer, chat[:1])  # up to the assistant's turn, as a completion starts
+        answered = tokenizer.apply_chat_template(chat, tokenize=True, return_dict=True)["input_ids"]
+        after = answered[len(asked):] if answered[:len(asked)] == asked else answered
+        written = [i for i in after if i in stops]
+        if written:
+            return written[0]
+    return tokenizer.eos_token_id if tokenizer.eos_token_id in stops else stops[0]
+
+
 @contextmanager
 def load_report_said(layers: int, of: int):
     """Load the reward model with what it keeps of the policy in one line, where transformers' load report lists the
@@ -221,9 +236,11 @@ def main():
         true_reward = get_reward_funcs([args.reward], args.max_new_tokens)[0]
         rewards = true_reward(completions=[[{"role": "assistant", "content": line["completion"]}] for line in lines],
                               prompts=[line["prompt"] for line in lines])
-        # the ids PPO would read: the completion, its stop token, cut at --max_new_tokens as PPOTrainer cuts it
+        # the ids PPO would read: the completion, the stop token it ends with, cut at --max_new_tokens as PPOTrainer
+        # cuts it
+        end = turn_end(tokenizer, stops)
         samples = [{"prompt": line["prompt"], "text": line["completion"], "reward": r, "prompt_index": i,
-                    "ids": (tokenizer(text=line["completion"], add_special_tokens=False)["input_ids"] + stops[:1])[
+                    "ids": (tokenizer(text=line["completion"], add_special_tokens=False)["input_ids"] + [end])[
                         :args.max_new_tokens]} for i, (line, r) in enumerate(zip(lines, rewards, strict=True))]
         written = [(readings[form](better), readings[form](worse), form, better["reward"] - worse["reward"])
                    for better, worse in pairs(samples, argparse.Namespace(**{**vars(args), "within_prompts": False}),
