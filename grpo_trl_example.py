@@ -221,6 +221,11 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         tools=tools or None,
         environment_factory=environment_factory,
     )
+    if model_args.load_in_4bit or model_args.load_in_8bit:  # QLoRA: trl casts the adapters to bf16, where an Adam
+        # step at a fine-tuning learning rate is below half a unit of most weights' last place and rounds away
+        for param in trainer.model.parameters():
+            if param.requires_grad:
+                param.data = param.data.float()  # back to fp32, as peft makes them (docs/scaling.md)
     evaluation = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
         evaluation = extra("evaluation", "--eval_num_samples").for_grpo(trainer, eval_dataset, eval_source,
@@ -341,7 +346,8 @@ def check_generation_boundaries(args: GRPOConfig) -> None:
 def check_precision(model_args: ModelConfig, training_args: GRPOConfig) -> None:
     """Stop before loading when weights that train would be held in bf16 or fp16 under a plain optimizer: an update
     below a weight's precision (1/256 of it in bf16) rounds away, so at fine-tuning learning rates most updates are
-    lost (docs/scaling.md). LoRA's adapters are fp32 (peft), and DeepSpeed trains an fp32 master copy."""
+    lost (docs/scaling.md). LoRA's adapters are fp32 (peft; under QLoRA main() undoes trl's cast to bf16), and DeepSpeed
+    trains an fp32 master copy."""
     dtype = model_args.dtype
     if dtype == "auto":  # the checkpoint's own
         dtype = AutoConfig.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision,

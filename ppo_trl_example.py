@@ -92,7 +92,7 @@ from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForSequence
                           GenerationConfig, TrainerCallback, set_seed)
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.trainer_utils import get_last_checkpoint
-from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
+from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config, get_quantization_config
 
 from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs, run_reward
 
@@ -117,7 +117,6 @@ REFUSED = {
     "max_steps": "PPOTrainer ignores it: set --total_episodes, the prompts sampled in all (docs/ppo.md)",
     "remove_unused_columns": "the script passes PPOTrainer only the input_ids column",
     "dataset_streaming": "the script tokenizes the dataset whole: slice it, --dataset_train_split 'train[:10%]'",
-    **dict.fromkeys(["load_in_4bit", "load_in_8bit"], "the value model trains in full: QLoRA is GRPO's"),
     **dict.fromkeys(["tools", "environment_factory"], "PPOTrainer generates in one turn: tool calling is GRPO's"),
     "gradient_checkpointing": "it is the old name of --activation_checkpointing, which wins over it: set that",
     "gradient_checkpointing_kwargs": "it is the old name of --activation_checkpointing_kwargs: set that",
@@ -220,7 +219,10 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     model_kwargs = dict(dtype=model_args.dtype, trust_remote_code=script_args.trust_remote_code,
                         attn_implementation=model_args.attn_implementation)
     revision = model_args.model_revision  # the policy's, and so its reference's and the value model's
-    policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision, **model_kwargs)
+    # QLoRA (--load_in_4bit/8bit): the policy's base is quantized; the value model trains in full, unquantized
+    policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision,
+                                                  quantization_config=get_quantization_config(model_args),
+                                                  **model_kwargs)
     fit_to_tokenizer(policy, tokenizer)
     reward_model = None
     if training_args.reward_model_path:  # it reads the policy's token ids, as PPOTrainer feeds them, up to PPO's pad

@@ -140,8 +140,8 @@ UNREAD = {
         load_best_model_at_end metric_for_best_model greater_is_better enable_jit_checkpoint ignore_data_skip
         restore_callback_states_from_checkpoint dataloader_drop_last dataloader_num_workers dataloader_pin_memory
         dataloader_persistent_workers dataloader_prefetch_factor dataloader_multiprocessing_context dataloader_in_order
-        data_seed train_sampling_strategy length_column_name full_determinism label_names do_eval do_train do_predict
-        bnb_4bit_quant_type use_bnb_nested_quant bnb_4bit_quant_storage""".split(),
+        data_seed train_sampling_strategy length_column_name full_determinism label_names do_eval do_train
+        do_predict""".split(),
 }
 COMPUTED = {
     "PPOConfig": """world_size local_batch_size micro_batch_size batch_size mini_batch_size local_mini_batch_size
@@ -255,7 +255,7 @@ def check(script_args, training_args, model_args) -> None:
     needs += [(f"--report_to {name}", name, "pip install -r requirements-tracking.txt")
               for name in training_args.report_to if name in ("tensorboard", "trackio")]
     for flag, package, install in needs:
-        if package in ("vllm", "bitsandbytes", "liger_kernel") and not torch.cuda.is_available():
+        if package in ("vllm", "liger_kernel") and not torch.cuda.is_available():  # bitsandbytes runs on a CPU too
             sys.exit(f"error: {flag} needs a CUDA GPU and none is visible; drop the flag to run on CPU")
         if importlib.util.find_spec(package) is None:
             sys.exit(f"error: {flag} needs the `{package}` package: {install}")

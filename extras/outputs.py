@@ -238,6 +238,10 @@ def record(trainer, script_args, beta: float | None = None, samples: Callable[[]
         trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, beta,
                                               groups=samples is None, maximum=reward_maximum(funcs, weights.tolist())))
     print_distributed_mode(trainer)
+    if trainer.accelerator.is_main_process:  # in what precision the run trains and holds its weights: QLoRA shows
+        dtypes = weight_dtypes(trainer.model)
+        print(f"weights: trained in {', '.join(dtypes['trained'])}; frozen in {', '.join(dtypes['frozen']) or '-'}",
+              flush=True)
     return time.perf_counter()  # the clock for summary.json's runtime
 
 
@@ -294,6 +298,24 @@ def print_distributed_mode(trainer) -> None:
     """The mode, before training."""
     if trainer.accelerator.is_main_process:
         print(f"distributed: {describe(distributed_mode(trainer))}", flush=True)
+
+
+def weight_dtypes(model) -> dict[str, list[str]]:
+    """The dtypes of the weights that train and of those that do not, a quantized weight named by its format
+    (bitsandbytes' nf4, fp4, int8).
+
+    >>> weight_dtypes(torch.nn.Linear(2, 2).requires_grad_(False))
+    {'trained': [], 'frozen': ['float32']}
+    """
+    def name(p):
+        kind = type(p).__name__  # bitsandbytes' Params4bit (packed in uint8) and Int8Params
+        return getattr(p, "quant_type", "4-bit") if kind == "Params4bit" else "int8" if kind == "Int8Params" else str(
+            p.dtype).removeprefix("torch.")
+
+    dtypes = {"trained": set(), "frozen": set()}
+    for p in model.parameters():
+        dtypes["trained" if p.requires_grad else "frozen"].add(name(p))
+    return {kind: sorted(names) for kind, names in dtypes.items()}
 
 
 def held_parameters(trainer) -> list[int]:
@@ -441,6 +463,7 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
             torch, transformers, trl, peft, accelerate, datasets)}},
         "world_size": trainer.accelerator.num_processes,
         "distributed": {**distributed_mode(trainer), "held_parameters": held},
+        "weights": weight_dtypes(trainer.model),
         "global_step": trainer.state.global_step, "train_runtime": runtime,
         "reward_first_20pct": first, "reward_last_20pct": last,
         "reward_per_func_last": {k: history[-1][k] for k in reward_keys} if history else {},

@@ -46,8 +46,7 @@ def serve(imports, attributes):
             read.add(key)
             return super().__getitem__(key)
     plain, os.environ.__class__ = os.environ.__class__, Recording
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:  # under the filters a fresh process has: what it would show
         import importlib
         for name in imports:
             importlib.import_module(name)

@@ -265,7 +265,6 @@ def test_recipes_parse(recipe):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
 @pytest.mark.parametrize("flags, message", [
     (["--use_vllm"], "error: --use_vllm needs a CUDA GPU and none is visible"),
-    (["--load_in_4bit", "--use_peft"], "error: --load_in_4bit/--load_in_8bit needs a CUDA GPU"),
     (["--load_in_4bit"], "add --use_peft"),
     (["--use_liger_kernel", "true"], "error: --use_liger_kernel needs a CUDA GPU"),
 ])
