@@ -87,6 +87,7 @@ import yaml
 from accelerate import PartialState
 from accelerate.utils import gather_object
 from datasets import load_dataset
+from peft import get_peft_model
 from torch import nn
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
                           GenerationConfig, TrainerCallback, set_seed)
@@ -238,6 +239,12 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ref_policy = None
     if peft_config is None:
         ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision, **model_kwargs)
+    zero3 = training_args.deepspeed_plugin is not None and training_args.deepspeed_plugin.zero_stage == 3
+    if peft_config is not None and zero3:  # ZeRO-3 partitions every trained weight in one dtype, its mixed
+        # precision's: LoRA in the base's dtype, not peft's fp32, as trl 1.16's GRPOTrainer makes it (TRL #6089);
+        # DeepSpeed's optimizer steps fp32 copies. PPOTrainer takes the LoRA policy as it is.
+        policy = get_peft_model(policy, peft_config, autocast_adapter_dtype=False)
+        peft_config = None
     # The value model: the policy's transformer under a new one-output `score` head (extras/ppo.py says so in a line)
     value_path = script_args.value_model_path or policy_path
     with extras_ppo.new_value_head(value_path) if extras_ppo else nullcontext():

@@ -235,8 +235,7 @@ def check(script_args, training_args, model_args) -> None:
         if file.suffix in DATA_FILES and file.stat().st_size == 0:  # datasets would stop with a bare StopIteration
             sys.exit(f"error: --dataset_name: {file} is empty")
     if model_args.use_peft and model_args.lora_target_modules:
-        trust = getattr(training_args, "trust_remote_code", getattr(script_args, "trust_remote_code", False))
-        check_lora_targets(model_args.lora_target_modules, policy, model_args.model_revision, trust)
+        check_lora_targets(model_args.lora_target_modules, policy, model_args.model_revision)
     on_cpu = training_args.use_cpu or not torch.cuda.is_available()
     if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and on_cpu:
         sys.exit("error: FSDP shards a model across GPUs only: on a CPU accelerate would run plain DDP under FSDP's "
@@ -335,32 +334,57 @@ def check_path(flag: str, path: str, kind: str, revision: str | None, here: Path
     sys.exit(f"error: {flag} {path}: {reason}" + "".join(f"; {hint}" for hint in hints))
 
 
-def check_lora_targets(targets: list[str] | str, model: str, revision: str, trust_remote_code: bool) -> None:
+def check_lora_targets(targets: list[str] | str, model: str, revision: str) -> None:
     """Each of --lora_target_modules names a module of the model (peft matches the end of a name; TRL passes one
     name alone as a regular expression, which peft matches whole): peft would refuse a list none of which matches
-    with a traceback, and silently train fewer modules when only some match. The model is built from its config on
-    the meta device, without weights."""
+    with a traceback, and silently train fewer modules when only some match. The module names are read from the
+    checkpoint's weight names, in its safetensors headers: building the model, even empty, enters transformers'
+    loading paths, and under ZeRO-3 DeepSpeed's zero.Init wraps that build and fails on every rank."""
     if targets == "all-linear":
         return
-    from accelerate import init_empty_weights
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    try:
-        config = AutoConfig.from_pretrained(model, revision=revision, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError):  # a LoRA adapter's folder (--eval_only): its base is checked when it was trained
+    weights = checkpoint_weights(model, revision)
+    if not weights:  # a .bin checkpoint, a LoRA adapter's folder (--eval_only), or out of reach: peft checks it
         return
-    with init_empty_weights():
-        skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
-    names = [name for name, _ in skeleton.named_modules()]
+    modules = {name.rsplit(".", 1)[0] for name in weights}
     if isinstance(targets, str):
-        missing = [] if any(re.fullmatch(targets, name) for name in names) else [targets]
+        missing = [] if any(re.fullmatch(targets, name) for name in modules) else [targets]
     else:
-        missing = [t for t in targets if not any(name == t or name.endswith(f".{t}") for name in names)]
-    if missing:
-        layers = sorted({name.rsplit(".", 1)[-1] for name, module in skeleton.named_modules()
-                         if isinstance(module, torch.nn.Linear)})
-        sys.exit(f"error: --lora_target_modules {' '.join(missing)}: {model} has no such module; its linear layers "
-                 f"are {', '.join(layers)} (or give all-linear)")
+        missing = [t for t in targets if not any(name == t or name.endswith(f".{t}") for name in modules)]
+    if missing:  # the layers' linear weights: two-dimensional, inside a numbered block
+        layers = sorted({name.removesuffix(".weight").rsplit(".", 1)[-1] for name, shape in weights.items()
+                         if name.endswith(".weight") and len(shape) == 2 and re.search(r"\.\d+\.", name)})
+        sys.exit(f"error: --lora_target_modules {' '.join(missing)}: {model} has no such module; its layers' linear "
+                 f"modules are {', '.join(layers)} (or give all-linear)")
+
+
+def checkpoint_weights(model: str, revision: str | None) -> dict[str, list[int]]:
+    """A checkpoint's weight names and shapes, from its safetensors headers alone: a local folder, the hub's cache,
+    or the hub. Empty where it has none."""
+    from safetensors import safe_open
+
+    folder = Path(model)
+    if not folder.is_dir():
+        from huggingface_hub import constants, get_safetensors_metadata, try_to_load_from_cache
+
+        if not constants.HF_HUB_OFFLINE:
+            try:
+                metadata = get_safetensors_metadata(model, revision=revision, timeout=5)
+                return {name: info.shape for file in metadata.files_metadata.values()
+                        for name, info in file.tensors.items()}
+            except Exception:  # no safetensors, no such repository, or no network: the cache, else peft's check
+                pass
+        config = try_to_load_from_cache(model, "config.json", revision=revision)
+        if not isinstance(config, str):
+            return {}
+        folder = Path(config).parent  # the cached snapshot
+    shapes = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        if file.name.startswith("adapter_model"):
+            continue
+        with safe_open(file, framework="pt") as weights:
+            for name in weights.keys():
+                shapes[name] = weights.get_slice(name).get_shape()
+    return shapes
 
 
 def checkpoint(training_args) -> str | None:
