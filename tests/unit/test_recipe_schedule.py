@@ -66,3 +66,22 @@ def test_an_evaluation_is_a_bounded_slice_whose_cost_the_recipe_states(recipe_pa
     assert f"{prompts} test prompts x {recipe['num_generations']} = {completions:,} completions" in said
     assert f"{completions // per_step} steps' worth" in said
     assert f"add {round(100 * evaluations * completions / (optimizer_steps(recipe, 1) * per_step))}%" in said
+
+
+def test_the_ppo_recipe_gives_its_memory_by_the_measured_formula():
+    """The Qwen PPO recipe's comment gives benchmarks/ppo_memory.py's formula at its settings, with the k measured
+    there (benchmarks/results/ppo_memory.json): the scores it keeps, the peak, and the smaller rollout's peak."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import ppo_memory
+
+    k = json.loads((REPO / "benchmarks" / "results" / "ppo_memory.json").read_text())["k"]
+    figures = ppo_memory.recipe_figures(k)
+    text = (REPO / "recipes" / "Qwen2.5-0.5B-Instruct" / "ppo" / "config_gsm8k.yaml").read_text()
+    said = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert f"64 x 512 x 151,936 x 4 B = {figures['kept_scores_gb']} GB" in said
+    assert f"{figures['peak_gb']} GB at the peak" in said
+    smaller = ppo_memory.predicted_mib(32, 512, 8, ppo_memory.GPU_PROMPT_WIDTH, k) * 2**20 / 1e9
+    assert f"(rollouts of 32) peak at {smaller:.1f} GB" in said
