@@ -21,11 +21,12 @@
 #   2. parses and checks every run below as its script would (args_check.py);
 #   A. together: the default GRPO and PPO runs (bf16 and fp32) with the held-out evaluation, PPO under accelerate's
 #      bf16 autocast, the vLLM refusal, GRPO under FSDP, ZeRO-2 and ZeRO-3 and PPO under ZeRO-2 and ZeRO-3 (with
-#      checkpoints) with one process (PPO refuses FSDP), and both SmolLM2 recipes with before/after;
+#      checkpoints) with one process (PPO refuses FSDP), both under ZeRO-3 with named LoRA targets, and both SmolLM2
+#      recipes with before/after;
 #   B. alone: Qwen2.5-0.5B's shape outside the trainers (micro.py): forward+backward MFU, generation, Liger's loss,
 #      trl's chunked LM head against materialised logits;
 #   C. alone: GRPO and PPO steps of the Qwen2.5-0.5B recipes on its stand-in, timed (benchmarks/timed_run.py): LoRA,
-#      Liger, QLoRA, full.
+#      QLoRA (with its adapters' movement at the recipe's learning rate), Liger, full.
 # Then summarize.py writes $OUT/summary.md (also printed), with env.txt, micro.json and logs.tgz beside it.
 #
 # Env: BUDGET (s, default 450): a phase of A/B/C that would not fit in what is left is skipped, and says so.
@@ -190,6 +191,12 @@ phase_a() {
                 ppo_trl_example.py --total_episodes 256 --save_strategy steps --save_steps 2 \
                 --output_dir "$RUNS/ppo_$zero" &
         done
+        # ZeRO-3 with named LoRA targets, as every Qwen recipe has them: the target check and PPO's adapters in bf16
+        run grpo_zero3_lora 180 "${A[@]}" PYTHONPATH="$DS" -- $(launch "$PY_GRPO" 29520 zero3) grpo_trl_example.py \
+            --max_steps 10 --eval_strategy no --use_peft --lora_target_modules q_proj v_proj \
+            --output_dir "$RUNS/grpo_zero3_lora" &
+        run ppo_zero3_lora 180 "${A[@]}" PYTHONPATH="$DS" -- $(launch "$PY_PPO" 29521 zero3) ppo_trl_example.py \
+            --total_episodes 128 --use_peft --lora_target_modules q_proj v_proj --output_dir "$RUNS/ppo_zero3_lora" &
     fi
     if [ -n "$SMOL" ]; then
         run smollm2_grpo 240 "${A[@]}" -- $PY_GRPO grpo_trl_example.py \
@@ -223,9 +230,12 @@ qwen() {  # qwen NAME SCRIPT SECONDS PYTHONPATH ARGS...: a timed run of a Qwen2.
 phase_c() {
     qwen qwen_grpo_lora grpo 45 "$BASE"
     qwen qwen_ppo_lora ppo 60 "$BASE"
-    if [ "$DRY" != 1 ]; then  # Liger's Triton kernels and bitsandbytes' 4-bit layers are a GPU's
+    # QLoRA at the recipes' learning rate (1e-5): summarize.py reads how many lora_A entries moved after the first
+    # checkpoint (the adapters in bf16 kept about a tenth of them)
+    qwen qwen_grpo_qlora grpo 45 "$BNB" --load_in_4bit true --save_strategy steps --save_steps 1
+    qwen qwen_ppo_qlora ppo 60 "$BNB" --load_in_4bit true --save_strategy steps --save_steps $((QWEN_STEPS - 1))
+    if [ "$DRY" != 1 ]; then  # Liger's Triton kernels are a GPU's
         qwen qwen_grpo_lora_liger grpo 75 "$LIGER" --use_liger_kernel true
-        qwen qwen_grpo_qlora grpo 45 "$BNB" --load_in_4bit true
     fi
     qwen qwen_grpo_full grpo 50 "$BASE" --use_peft false --dtype float32 --learning_rate 1e-6  # bf16 autocast
 }

@@ -99,6 +99,22 @@ def timing(name):
     return text
 
 
+def adapter_moved(name):
+    """QLoRA: the share of lora_A's entries that moved from the run's first checkpoint to its saved adapter, and their
+    dtype (in bf16 at the recipes' learning rate most would not: trl casts them, grpo_trl_example.py undoes it)."""
+    checkpoints = sorted((p for p in os.listdir(f"{RUNS}/{name}") if p.startswith("checkpoint-")),
+                         key=lambda p: int(p.split("-")[1])) if os.path.isdir(f"{RUNS}/{name}") else []
+    final = f"{RUNS}/{name}/adapter_model.safetensors"
+    if "qlora" not in name or not checkpoints or not os.path.exists(final):
+        return ""
+    from safetensors.torch import load_file
+
+    first, last = load_file(f"{RUNS}/{name}/{checkpoints[0]}/adapter_model.safetensors"), load_file(final)
+    lora_a = [k for k in first if "lora_A" in k]
+    moved = sum((first[k] != last[k]).sum().item() for k in lora_a) / sum(first[k].numel() for k in lora_a)
+    return f"; lora_A ({first[lora_a[0]].dtype}) entries moved after {checkpoints[0]}: {moved:.1%}"
+
+
 out = [f"# GPU check: {peak.get('name', 'no GPU')} ({peak.get('mem_gib', '?')} GiB), torch {peak.get('torch')} CUDA "
        f"{peak.get('torch_cuda')}, bf16 matmul {measured} TFLOP/s measured ({datasheet} datasheet)", "",
        "| step | rc | s | GPU MiB peak (all processes) | GPU util % | result |", "|---|---:|---:|---:|---:|---|"]
@@ -107,7 +123,7 @@ for name, rc, start, end in steps:
     window = [(mib, util) for when, mib, util in samples if start <= when <= end]
     mib = int(max(m for m, _ in window)) if window else ""
     util = round(statistics.mean(u for _, u in window)) if window else ""
-    result = learning(name) + timing(name)
+    result = learning(name) + timing(name) + adapter_moved(name)
     if not result and (rc != "0" or name.startswith("refuse")):
         result = last_error(name)
     out.append(f"| {name} | {rc} | {end - start:.0f} | {mib} | {util} | {result.lstrip('; ')} |")

@@ -9,7 +9,8 @@ import subprocess
 from conftest import REPO, script_python, script_trl
 
 # What the rehearsal runs (DRY=1: no GPU-only run, and no SmolLM2 without .gpu/), by output folder
-REHEARSED = {"grpo_default", "grpo_default_fp32", "ppo_default", "qwen_grpo_lora", "qwen_ppo_lora", "qwen_grpo_full"}
+REHEARSED = {"grpo_default", "grpo_default_fp32", "ppo_default", "qwen_grpo_lora", "qwen_ppo_lora", "qwen_grpo_qlora",
+             "qwen_ppo_qlora", "qwen_grpo_full"}
 
 
 def test_the_gpu_check_imports_and_checks_every_run_before_it_starts(tmp_path):
