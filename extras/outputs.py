@@ -240,8 +240,10 @@ def record(trainer, script_args, beta: float | None = None, samples: Callable[[]
     print_distributed_mode(trainer)
     if trainer.accelerator.is_main_process:  # in what precision the run trains and holds its weights: QLoRA shows
         dtypes = weight_dtypes(trainer.model)
-        print(f"weights: trained in {', '.join(dtypes['trained'])}; frozen in {', '.join(dtypes['frozen']) or '-'}",
-              flush=True)
+        master = getattr(trainer, "is_deepspeed_enabled", False) and {"bfloat16", "float16"} & set(dtypes["trained"])
+        print(f"weights: trained in {', '.join(dtypes['trained'])}"
+              + (" (DeepSpeed's optimizer steps fp32 copies)" if master else "")
+              + f"; frozen in {', '.join(dtypes['frozen']) or '-'}", flush=True)
     return time.perf_counter()  # the clock for summary.json's runtime
 
 
