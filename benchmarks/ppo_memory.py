@@ -66,7 +66,8 @@ def prompt_width(twin: Path, data: Path) -> int:
     recipe = yaml.safe_load(RECIPE.read_text())
     tokenizer = AutoTokenizer.from_pretrained(twin)
     questions = load_dataset(str(data), "main", split="train")["question"]
-    chats = [[{"role": "system", "content": recipe["system_prompt"]}, {"role": "user", "content": q}] for q in questions]
+    system = {"role": "system", "content": recipe["system_prompt"]}
+    chats = [[system, {"role": "user", "content": question}] for question in questions]
     return max(len(tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True,
                                                  return_dict=True)["input_ids"]) for chat in chats)
 

@@ -3,8 +3,8 @@ headers (their indented `#   ` lines), a command's `\\` continuations joined and
 copies from a page is what the tests run, so a command added to a page is covered, or fails, without a list kept by
 hand (tests/e2e/test_gpu_commands.py).
 
->>> [c.text for c in read("```bash\\nX=1 accelerate launch --num_processes 8 \\\\\\n  grpo_trl_example.py --config r.yaml"
-...                      "   # eight\\n```\\n", "page.md")]
+>>> page = "```bash\\nX=1 accelerate launch --num_processes 8 \\\\\\n  grpo_trl_example.py --config r.yaml"
+>>> [c.text for c in read(page + "  # eight\\n```\\n", "page.md")]
 ['X=1 accelerate launch --num_processes 8 grpo_trl_example.py --config r.yaml']
 """
 

@@ -69,8 +69,8 @@ def build_qwen2(out_dir: Path, reward_model: bool = False, vocab_size: int | Non
         eos_token="<|im_end|>", pad_token="<|endoftext|>",
     )
     tokenizer.chat_template = (importlib.resources.files("trl") / "chat_templates" / "qwen2_5.jinja").read_text()
-    config = Qwen2Config(vocab_size=vocab_size or len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+    config = Qwen2Config(vocab_size=vocab_size or len(tokenizer), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                          tie_word_embeddings=not reward_model, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id, bos_token_id=None, num_labels=1)
     torch.manual_seed(0)
@@ -110,8 +110,8 @@ def build_pythia(out_dir: Path, reward_model: bool = False, vocab_size: int | No
 
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=byte_level_bpe(["<|endoftext|>"]),
                                         bos_token="<|endoftext|>", eos_token="<|endoftext|>")
-    config = GPTNeoXConfig(vocab_size=vocab_size or len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=4, max_position_embeddings=512, rotary_pct=0.25,
+    config = GPTNeoXConfig(vocab_size=vocab_size or len(tokenizer), hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=512, rotary_pct=0.25,
                            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, num_labels=1)
     torch.manual_seed(1 if reward_model else 0)
     model = (GPTNeoXForSequenceClassification if reward_model else GPTNeoXForCausalLM)(config)

@@ -17,7 +17,6 @@ precision, which accelerate_configs/ddp.yaml sets too.
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,8 +133,9 @@ def cpu_flags(run: Run, command: doc_commands.Command, twins: dict, out: Path) -
 def launcher(run: Run, machine_rank: int = 0, port: int = 0) -> list[str]:
     if run.engine is None:
         return []
-    launch = ["-m", "accelerate.commands.launch", "--config_file", str(REPO / "accelerate_configs" / f"{run.engine}.yaml"),
-              "--num_processes", "2", "--main_process_port", str(port or free_port())]
+    config = REPO / "accelerate_configs" / f"{run.engine}.yaml"
+    launch = ["-m", "accelerate.commands.launch", "--config_file", str(config), "--num_processes", "2",
+              "--main_process_port", str(port or free_port())]
     if run.machines > 1:
         launch += ["--num_machines", "2", "--machine_rank", str(machine_rank), "--main_process_ip", "127.0.0.1"]
     return launch
