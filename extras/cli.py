@@ -324,12 +324,13 @@ def check_path(flag: str, path: str, kind: str, revision: str | None, here: Path
                     f"the hub has no {kind} of that name" if "NotFound" in type(err).__name__ or "Validation" in
                     type(err).__name__ else f"the hub could not be reached to look it up ({type(err).__name__})")
     hints = []
+    beside = not local.is_absolute() and (here / local).exists()  # in the script's folder, the clone
     if not local.is_absolute():
         hints.append(f"relative paths, in a recipe too, are read from the working directory, {Path.cwd()}")
-        if (here / local).exists():
+        if beside:
             hints.append(f"it is in {here}: run from there")
     built = next((command for folder, command in BUILT.items() if Path(*local.parts[-2:]) == Path(folder)), None)
-    if built:
+    if built and not beside:  # a bundled folder that is built, not shipped, and not built yet
         hints.append(f"it is built, not shipped: `{built}` builds it")
     sys.exit(f"error: {flag} {path}: {reason}" + "".join(f"; {hint}" for hint in hints))
 

@@ -117,7 +117,11 @@ NAMED_PATHS = [
 @pytest.mark.parametrize("script, flag, path, hint", [pytest.param(*case, marks=pytest.mark.ppo_trainer)
                                                       if case[0][0] == "p" else case for case in NAMED_PATHS])
 def test_every_named_model_is_checked_before_loading(tmp_path, fails_early, script, flag, path, hint):
+    """A bundled folder built in the clone (SmolLM2, once set-up converted it) is named where it is, not as one to
+    build."""
     (tmp_path / "assets").mkdir()  # as in the repository: `assets/...` is a path, not a hub id
+    if (REPO / path).exists():
+        hint = f"it is in {REPO}: run from there"
     error = fails_early(tmp_path, flag, path, "--dataset_name", ADDITION, script=script)
     assert error.startswith(f"error: {flag} {path}: no such file or directory; relative paths, in a recipe too, are "
                             f"read from the working directory, {tmp_path}") and error.endswith(hint), error
@@ -208,6 +212,17 @@ def test_a_bare_dataset_name_with_no_hub_to_reach_says_so_in_seconds(tmp_path, f
                         env={"HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"})
     assert named(error, "--dataset_name my_data: no such file or folder here", "could not be reached")
     assert time.monotonic() - start < 60
+
+
+def test_a_built_folder_in_the_clone_is_named_where_it_is(tmp_path, fails_early, monkeypatch):
+    """A recipe run from another folder, its bundled model built in the clone: the error says where it is, not that
+    it is to be built (it said `python assets/convert_gguf.py builds it` of a model already converted)."""
+    from extras import cli
+
+    (tmp_path / "assets").mkdir()
+    monkeypatch.setattr(cli, "BUILT", {**cli.BUILT, "assets/addition": "python assets/build_tiny_assets.py"})
+    error = fails_early(tmp_path, "--dataset_name", "assets/addition")
+    assert error.endswith(f"it is in {REPO}: run from there") and "is built, not shipped" not in error, error
 
 
 @pytest.mark.parametrize("targets", [["q_prj"], ["q_proj", "v_prj"], [".*\\.q_prj"]])
