@@ -205,6 +205,33 @@ def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: li
     return metrics
 
 
+def standard_error(values) -> float | None:
+    """The standard error of the mean of `values` (None left out): their sample standard deviation over sqrt(n).
+
+    >>> round(standard_error([1.0, 0.0, 1.0, 0.0]), 3), standard_error([1.0])
+    (0.289, None)
+    """
+    values = [v for v in values if v is not None]
+    if len(values) < 2:
+        return None
+    m = sum(values) / len(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1) / len(values))
+
+
+def standard_errors(reward_funcs, per_prompt: list[dict], num_samples: int) -> dict:
+    """{reward: {metric: standard error}} over the prompts: each metric is a mean over prompts of a prompt's own value
+    (its samples' mean reward, pass@k, majority vote, greedy reward), whose spread over the prompts gives its error.
+    With 8 prompts an untrained model's pass@1 came out 0.31 in one run and 0.47 in another."""
+    errors = {}
+    for func in reward_funcs:
+        name = func.__name__
+        values = [metrics_of(func, [p["rewards"][name]], [p["greedy"][name]], [p["completions"]], num_samples)
+                  for p in per_prompt]
+        errors[name] = {metric: standard_error(v[metric] for v in values) for metric in values[0]} if values else {}
+    kls = [mean(p["kl_to_reference"]) for p in per_prompt if p["kl_to_reference"]]
+    return errors | ({"kl": {"to_reference": standard_error(kls)}} if kls else {})
+
+
 def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling: Sampling, seed: int, accelerator,
              batch_size: int, per_prompt: list | None = None, reference=None) -> dict:
     """{reward: {metric: value}} over `dataset`'s `input_ids`, on every process, and {"kl": {"to_reference": nats}}
@@ -307,7 +334,7 @@ class BeforeAfterEval(TrainerCallback):
         self.reference = reference  # reference_of(...), or None: no KL
         self.accelerator = accelerator
         self.output_dir = Path(output_dir)
-        self.results = {}
+        self.results = {"num_prompts": len(self.dataset)}  # and each evaluation's, by when: before, after, model
 
     def run(self, when: str, step: int) -> None:
         s = self.settings
@@ -321,16 +348,39 @@ class BeforeAfterEval(TrainerCallback):
                                           self.sampling, s["seed"], self.accelerator, s["batch_size"], per_prompt,
                                           self.reference)
         self.results |= {f"{when}_per_prompt": per_prompt, f"{when}_step": step,
+                         f"{when}_standard_error": standard_errors(self.reward_funcs, per_prompt, s["num_samples"]),
                          f"{when}_seconds": round(time.perf_counter() - start, 1)}
         if self.accelerator.is_main_process:
             print(f"evaluated ({when}) in {self.results[f'{when}_seconds']:.0f} s")
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.run("before", state.global_step)
+        """Before training: at the run's start, or, resumed, the start's as eval.json kept it (written as soon as it
+        was measured); a resumed run without it measures its checkpoint, and its table says so."""
+        kept = self.run_start() if state.global_step > 0 else None
+        if kept:
+            self.results |= kept
+            if self.accelerator.is_main_process:
+                print(f"held-out evaluation before training: the run's start, from {self.output_dir / 'eval.json'}")
+        else:
+            self.run("before", state.global_step)
+        self.write(quiet=True)  # at once: a run resumed from a checkpoint reads its start from it
 
     def on_train_end(self, args, state, control, **kwargs):
         self.run("after", state.global_step)
         self.write()
+
+    def run_start(self) -> dict | None:
+        """The run's own "before" from its eval.json, measured at step 0 with these settings, or None."""
+        path = self.output_dir / "eval.json"
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        same = all(kept.get(key) == value for key, value in json.loads(json.dumps(self.settings)).items())
+        if not same or kept.get("before_step") != 0 or "before" not in kept:
+            return None
+        return {key: kept[key] for key in ("before", "before_per_prompt", "before_step", "before_standard_error",
+                                           "before_seconds")}
 
     def evaluate_only(self, step: int) -> None:
         """The model as it is, once: eval.json and the table with one column, `model`. An eval.json already in the
@@ -341,29 +391,44 @@ class BeforeAfterEval(TrainerCallback):
         free = next(n for n in itertools.count(2) if not (self.output_dir / f"eval-{n}.json").exists())
         self.write(f"eval-{free}.json", note="eval.json there, an earlier run's, is kept")
 
-    def write(self, name: str = "eval.json", note: str = "") -> None:
+    def write(self, name: str = "eval.json", note: str = "", quiet: bool = False) -> None:
         if not self.accelerator.is_main_process:
             return
         path = self.output_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**self.settings, **self.results}, indent=2) + "\n")
-        columns = {when: self.results[when] for when in ("before", "after", "model") if when in self.results}
-        print(f"\nheld-out evaluation, {self.settings['source']}:\n{format_table(columns)}\n  written to {path}"
-              + (f" ({note})" if note else ""))
+        if quiet:
+            return
+        shown = [when for when in ("before", "after", "model") if when in self.results]
+        table = format_table({self.label(when): self.results[when] for when in shown},
+                             {self.label(when): self.results[f"{when}_standard_error"] for when in shown})
+        print(f"\nheld-out evaluation, {self.settings['source']}, {self.settings['num_prompts']} prompts (each value "
+              f"± its standard error over them):\n{table}\n  written to {path}" + (f" ({note})" if note else ""))
 
 
-def format_table(columns: dict[str, dict]) -> str:
-    """{column: {reward: {metric: value}}} as a table, a line per reward and metric.
+    def label(self, when: str) -> str:
+        """A column's name: `before` for the run's start, else the step it measured (a resumed run's checkpoint)."""
+        return f"step {self.results['before_step']}" if when == "before" and self.results["before_step"] else when
 
-    >>> print(format_table({"before": {"accuracy": {"pass@1": 0.25}}, "after": {"accuracy": {"pass@1": 0.5}}}))
-    reward        metric              before   after
-    accuracy      pass@1               0.250   0.500
+
+def format_table(columns: dict[str, dict], errors: dict[str, dict] | None = None) -> str:
+    """{column: {reward: {metric: value}}} as a table, a line per reward and metric, each value with its standard
+    error where `errors` ({column: {reward: {metric: error}}}) has one.
+
+    >>> print(format_table({"before": {"accuracy": {"pass@1": 0.25}}, "after": {"accuracy": {"pass@1": 0.5}}},
+    ...                    {"before": {"accuracy": {"pass@1": 0.1}}, "after": {}}))
+    reward        metric                     before          after
+    accuracy      pass@1                0.250±0.100          0.500
     """
+    errors = errors or {}
     width = max([14] + [len(name) + 2 for name in list(columns.values())[-1]])  # a reward model's name can be long
-    lines = [f"{'reward':<{width}}{'metric':<18}" + "".join(f"{label:>8}" for label in columns)]
+    lines = [f"{'reward':<{width}}{'metric':<18}" + "".join(f"{label:>15}" for label in columns)]
     for name, metrics in list(columns.values())[-1].items():
         for metric in metrics:
-            values = (column.get(name, {}).get(metric) for column in columns.values())
-            lines.append(f"{name:<{width}}{metric:<18}" + "".join(f"{'-' if v is None else f'{v:.3f}':>8}"
-                                                                  for v in values))
+            cells = []
+            for label, column in columns.items():
+                value = column.get(name, {}).get(metric)
+                error = errors.get(label, {}).get(name, {}).get(metric)
+                cells.append("-" if value is None else f"{value:.3f}" + ("" if error is None else f"±{error:.3f}"))
+            lines.append(f"{name:<{width}}{metric:<18}" + "".join(f"{cell:>15}" for cell in cells))
     return "\n".join(lines)

@@ -355,6 +355,37 @@ def first_last(history: list[dict], key: str = "reward", fraction: float = 0.2) 
     return (sum(values[:k]) / k, sum(values[-k:]) / k) if values else (float("nan"), float("nan"))
 
 
+def training_noise(history: list[dict], fraction: float = 0.2) -> str:
+    """What the first/last comparison of the training reward can tell: the difference between the two means against
+    its standard error (from the logs' spread in each part). A difference within twice it is noise: on a recipe that
+    logs a handful of prompts a step the curve is flat noise while the held-out evaluation doubles."""
+    from extras.evaluation import standard_error
+
+    values = [h["reward"] for h in history if h.get("reward") is not None]
+    k = max(1, round(len(values) * fraction))
+    errors = [standard_error(values[:k]), standard_error(values[-k:])]
+    if None in errors:
+        return ""
+    difference = sum(values[-k:]) / k - sum(values[:k]) / k
+    error = (errors[0] ** 2 + errors[1] ** 2) ** 0.5
+    verdict = "within the noise: the held-out evaluation tells more" if abs(difference) < 2 * error else (
+        "more than twice the noise")
+    return f"  the difference, {difference:+.3f} ± {error:.3f} ({k} logs each), is {verdict}"
+
+
+def error_of(errors: list, prompts: int) -> str:
+    """A before -> after pair's standard errors, over how many prompts."""
+    if all(e is None for e in errors):
+        return ""
+    return f" (± {' and '.join('-' if e is None else f'{e:.3f}' for e in errors)}, {prompts} prompts)"
+
+
+def start_label(evaluation: dict) -> str:
+    """The held-out evaluation's first measurement: `before`, the run's start, or a resumed run's checkpoint."""
+    step = evaluation.get("before_step")
+    return f"step {step}" if step else "before"
+
+
 def smoothed(values: list[float]) -> list[float]:
     """A centred moving average over about a fifth of the points (at least 3): no lag at the curve's end.
 
@@ -404,10 +435,14 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
         labels = [f"{name}\n{metric}" for name, metrics in held_out.items() for metric in metrics]
         for offset, when in ((-0.2, "before"), (0.2, "after")):
             heights = [evaluation.get(when, {}).get(n, {}).get(m) or 0.0 for n, ms in held_out.items() for m in ms]
-            axes[0, 1].bar_label(axes[0, 1].bar([i + offset for i in range(len(labels))], heights, width=0.4,
-                                                label=when), fmt="%.2f", fontsize=8)
+            errors = [evaluation.get(f"{when}_standard_error", {}).get(n, {}).get(m) or 0.0
+                      for n, ms in held_out.items() for m in ms]
+            bars = axes[0, 1].bar([i + offset for i in range(len(labels))], heights, width=0.4, yerr=errors,
+                                  capsize=3, label=start_label(evaluation) if when == "before" else when)
+            axes[0, 1].bar_label(bars, fmt="%.2f", fontsize=8, label_type="center")  # clear of the error bars
         axes[0, 1].set_xticks(range(len(labels)), labels, fontsize=8)
-        axes[0, 1].set_title("held-out prompts, before and after training")
+        axes[0, 1].set_title(f"{evaluation.get('num_prompts')} held-out prompts, before and after training (± 1 s.e.)",
+                             fontsize=10)
     for ax in axes[0]:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -418,6 +453,13 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
 
     panels = [(key[8:-5], [key]) for key in reward_keys] + [
         ("KL to the reference", ["kl", "objective/kl"]), ("completion length (tokens)", ["completions/mean_length"]),
+        # GRPO learns nothing from a group whose completions all score alike, nor from a completion cut off
+        ("groups with no reward spread (GRPO)", ["frac_reward_zero_std"]),
+        ("completions cut at the length budget", ["completions/clipped_ratio"]),
+        # PPO: the value model's fit, and how often the clip held the policy's and the value's steps
+        ("value loss (PPO)", ["loss/value_avg"]), ("clipped fraction", ["policy/clipfrac_avg", "val/clipfrac_avg",
+                                                                       "clip_ratio/region_mean"]),
+        ("entropy (nats a token)", ["policy/entropy_avg", "entropy"]),
         ("tool use (per completion)", ["tools/call_frequency", "tools/failure_frequency"])]
     panels = [(name, drawn) for name, keys in panels if (drawn := [k for k in keys if series(k)])]
     if panels:
@@ -425,6 +467,8 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
         for ax, (name, keys) in zip(axes[:, 0], panels):
             for key in keys:
                 ax.plot(*zip(*series(key)), label=key)
+            if len(keys) > 1:
+                ax.legend(fontsize=7)
             ax.set_title(name, fontsize=10)
             ax.grid(alpha=0.3)
         axes[-1, 0].set_xlabel("step")
@@ -471,7 +515,11 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
         "reward_per_func_last": {k: history[-1][k] for k in reward_keys} if history else {},
         # tool-calling GRPO: "more calls, more right answers" reads off one file
         **({"first_last_20pct": {k: first_last(history, k) for k in reward_keys + tool_keys}} if tool_keys else {}),
-        **({"held_out_before_after": held_out} if held_out else {}),
+        **({"held_out_before_after": held_out, "held_out_standard_error": {
+            name: {metric: [evaluation.get(f"{when}_standard_error", {}).get(name, {}).get(metric) for when in
+                            ("before", "after")] for metric in metrics} for name, metrics in held_out.items()},
+            "held_out_prompts": evaluation["num_prompts"], "held_out_first_step": evaluation.get("before_step")}
+           if held_out else {}),
     }
     write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     plots = plot(logs, reward_keys, out, title, evaluation)
@@ -479,9 +527,11 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
     lines = [f"\n{title}: {trainer.state.global_step} steps in {runtime:.1f}s ({describe(summary['distributed'])})",
              f"  mean reward, first 20% of logged steps: {first:.3f}",
              f"  mean reward, last 20% of logged steps:  {last:.3f}",
+             *filter(None, [training_noise(history)]),
              *(f"  {k}, first -> last 20%: {a:.3f} -> {b:.3f}"
                for k, (a, b) in summary.get("first_last_20pct", {}).items()),
-             *(f"  held-out {name} {metric}, before -> after: {fmt(a)} -> {fmt(b)}"
+             *(f"  held-out {name} {metric}, {start_label(evaluation)} -> after: {fmt(a)} -> {fmt(b)}"
+               + error_of(summary["held_out_standard_error"][name][metric], evaluation["num_prompts"])
                for name, metrics in held_out.items() for metric, (a, b) in metrics.items()),
              f"  model:       {out}", f"  metrics:     {out / 'metrics.jsonl'}",
              f"  completions: {out / 'completions.jsonl'}", f"  summary:     {out / 'summary.json'}",

@@ -45,7 +45,7 @@ def test_eval_only_scores_a_saved_policy_as_training_did(tmp_path, script, lora)
     assert "before" not in only and "after" not in only
 
     # nothing trained or was saved: the table has the one column, and the folder holds eval.json alone
-    assert f"{'reward':<14}{'metric':<18}{'model':>8}\n" in proc.stdout
+    assert f"{'reward':<14}{'metric':<18}{'model':>15}\n" in proc.stdout
     assert "steps in" not in proc.stdout and sorted(p.name for p in evaluated.iterdir()) == ["eval.json"]
     if not lora:  # with the run's own folder: its eval.json is kept, and the evaluation goes beside it, said
         kept = (trained / "eval.json").read_text()

@@ -42,8 +42,10 @@ def test_grpo_kill_and_resume(tmp_path):
     before_kill = read_jsonl(out / "metrics.jsonl")
     assert 12 <= max(r["step"] for r in before_kill) < steps and not (out / "summary.json").exists()
     assert not (out / "checkpoint-60").exists()  # killed mid-run, not at the end
+    start = json.loads((out / "eval.json").read_text())  # the held-out evaluation at step 0, kept as it was made
 
-    run_script("grpo_trl_example.py", *args, "--resume_from_checkpoint", "last", cwd=tmp_path)
+    proc = run_script("grpo_trl_example.py", *args, "--resume_from_checkpoint", "last", cwd=tmp_path)
+    assert_before_is_the_run_start(out, start, proc.stdout)
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == steps
@@ -57,6 +59,16 @@ def test_grpo_kill_and_resume(tmp_path):
     from transformers import AutoModelForCausalLM
 
     assert AutoModelForCausalLM.from_pretrained(out).num_parameters() > 0
+
+
+def assert_before_is_the_run_start(out, start: dict, stdout: str) -> None:
+    """A resumed run's held-out "before" is its start's, read from eval.json, not its checkpoint's; the table and the
+    summary call it `before`."""
+    report = json.loads((out / "eval.json").read_text())
+    assert start["before_step"] == report["before_step"] == 0 and "after" not in start
+    assert report["before"] == start["before"] and report["before_per_prompt"] == start["before_per_prompt"]
+    assert "held-out evaluation before training: the run's start, from" in stdout
+    assert "evaluating (before" not in stdout and "before -> after" in stdout
 
 
 def resolve_checkpoint(wanted, output_dir):
@@ -152,10 +164,12 @@ def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
     tables come at the whole run's updates)."""
     killed, alone = tmp_path / "killed", tmp_path / "alone"
     updates = 16
-    args = ["--total_episodes", 64 * updates, "--eval_num_samples", 0, "--save_strategy", "steps", "--save_steps", 3,
+    args = ["--total_episodes", 64 * updates, "--eval_num_samples", 2, "--eval_max_prompts", 8, "--save_strategy",
+            "steps", "--save_steps", 3,
             "--num_sample_generations", 4]  # TRL's sample tables, at updates 1, 5, 9, 13: they draw random numbers too
     kill_after("ppo_trl_example.py", [*args, "--output_dir", killed], killed, checkpoint=3, logged=6, cwd=tmp_path)
     assert not (killed / "summary.json").exists() and not (killed / f"checkpoint-{updates}").exists()
+    start = json.loads((killed / "eval.json").read_text())
     checkpoint = {p.name for p in (killed / "checkpoint-3").iterdir()}
     assert {"model.safetensors", "value_model", "optimizer.pt", "scheduler.pt", "rng_state.pth"} <= checkpoint
     assert json.loads((killed / "checkpoint-3" / "trainer_state.json").read_text())["episode"] == 3 * 64
@@ -164,6 +178,8 @@ def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
                       cwd=tmp_path)
     run_script("ppo_trl_example.py", *args, "--output_dir", alone, cwd=tmp_path)
     assert "resuming from" in proc.stdout and f"of {updates}" in proc.stdout
+    assert_before_is_the_run_start(killed, start, proc.stdout)
+    assert json.loads((alone / "eval.json").read_text())["before"] == start["before"]  # as the run left alone's
 
     metrics = {run: read_jsonl(run / "metrics.jsonl") for run in (killed, alone)}
     assert [m["step"] for m in metrics[killed]] == list(range(1, updates + 1))  # every update once, across the kill
@@ -198,3 +214,4 @@ def test_ctrl_c_stops_in_one_line_that_says_how_to_go_on(tmp_path, script, flags
     last = stderr.strip().splitlines()[-1]
     assert last.startswith(f"interrupted; {out}/checkpoint-") and last.endswith(
         "is kept: the same command with --resume_from_checkpoint last continues from it"), last
+

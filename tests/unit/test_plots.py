@@ -3,6 +3,7 @@
 The figures are caught at `savefig` and read back: axes titles, line labels and line data.
 """
 
+import matplotlib.container
 import matplotlib.figure
 import pytest
 
@@ -10,17 +11,20 @@ from extras.outputs import plot
 
 # Logs as the scripts record them in metrics.jsonl. GRPO: `kl`, `completions/mean_length`; PPO: `objective/kl`.
 # A reward that scored nothing at a step is logged as None there; eval logs carry only `eval_*` keys.
+# GRPO's groups with no reward spread and its completions cut at the budget; PPO's value loss, clip fractions and
+# entropy: what a user looks at after the reward.
 GRPO_LOGS = [
     {"step": 1, "reward": 0.5, "rewards/accuracy/mean": 0.5, "rewards/format/mean": 0.0, "kl": 0.0,
-     "completions/mean_length": 3.0},
+     "completions/mean_length": 3.0, "frac_reward_zero_std": 0.5, "completions/clipped_ratio": 0.25, "entropy": 0.9},
     {"step": 2, "reward": 0.75, "rewards/accuracy/mean": 0.75, "rewards/format/mean": None, "kl": 0.01,
-     "completions/mean_length": 2.5},
+     "completions/mean_length": 2.5, "frac_reward_zero_std": 0.25, "completions/clipped_ratio": 0.0, "entropy": 0.8},
     {"step": 2, "eval_reward": 0.6},
     {"step": 3, "reward": 1.0, "rewards/accuracy/mean": 0.9, "rewards/format/mean": 0.1, "kl": 0.02,
-     "completions/mean_length": 2.0},
+     "completions/mean_length": 2.0, "frac_reward_zero_std": 0.75, "completions/clipped_ratio": 0.0, "entropy": 0.7},
 ]
-PPO_LOGS = [{"step": s, "reward": r, "rewards/accuracy/mean": r, "objective/kl": k}
-            for s, r, k in [(1, 0.7, 0.0), (2, 0.8, 0.3), (3, 0.9, 0.5)]]
+PPO_LOGS = [{"step": s, "reward": r, "rewards/accuracy/mean": r, "objective/kl": k, "loss/value_avg": v,
+             "policy/clipfrac_avg": c, "val/clipfrac_avg": c / 2, "policy/entropy_avg": 1 - r}
+            for s, r, k, v, c in [(1, 0.7, 0.0, 0.3, 0.2), (2, 0.8, 0.3, 0.2, 0.1), (3, 0.9, 0.5, 0.1, 0.05)]]
 
 
 @pytest.fixture
@@ -42,9 +46,13 @@ def drawn(ax) -> dict:
 @pytest.mark.parametrize("history, reward_keys, panels", [
     (GRPO_LOGS, ["rewards/accuracy/mean", "rewards/format/mean"],
      {"accuracy": ["rewards/accuracy/mean"], "format": ["rewards/format/mean"], "KL to the reference": ["kl"],
-      "completion length (tokens)": ["completions/mean_length"]}),
+      "completion length (tokens)": ["completions/mean_length"],
+      "groups with no reward spread (GRPO)": ["frac_reward_zero_std"],
+      "completions cut at the length budget": ["completions/clipped_ratio"], "entropy (nats a token)": ["entropy"]}),
     (PPO_LOGS, ["rewards/accuracy/mean"],  # PPO logs no completion length: no such panel
-     {"accuracy": ["rewards/accuracy/mean"], "KL to the reference": ["objective/kl"]}),
+     {"accuracy": ["rewards/accuracy/mean"], "KL to the reference": ["objective/kl"],
+      "value loss (PPO)": ["loss/value_avg"], "clipped fraction": ["policy/clipfrac_avg", "val/clipfrac_avg"],
+      "entropy (nats a token)": ["policy/entropy_avg"]}),
 ], ids=["grpo", "ppo"])
 def test_training_curves_draw_each_logged_series(tmp_path, figures, history, reward_keys, panels):
     train_logs = [h for h in history if "reward" in h]
@@ -81,16 +89,27 @@ def test_reward_curve_draws_the_total_each_reward_and_the_eval_reward(tmp_path, 
 def test_one_reward_is_drawn_once_and_the_held_out_evaluation_beside_it(tmp_path, figures):
     """With one reward function the total is that reward: no second line of the same values. With the before/after
     evaluation, a second panel holds its headline metrics, before and after."""
-    evaluation = {"before": {"accuracy": {"mean_reward": 0.4, "greedy_accuracy": 0.5, "pass@1": 0.4}},
-                  "after": {"accuracy": {"mean_reward": 0.6, "greedy_accuracy": 0.75, "pass@1": 0.6}}}
+    evaluation = {"num_prompts": 20,
+                  "before": {"accuracy": {"mean_reward": 0.4, "greedy_accuracy": 0.5, "pass@1": 0.4}},
+                  "after": {"accuracy": {"mean_reward": 0.6, "greedy_accuracy": 0.75, "pass@1": 0.6}},
+                  "before_standard_error": {"accuracy": {"pass@1": 0.05, "greedy_accuracy": 0.1}},
+                  "after_standard_error": {"accuracy": {"pass@1": 0.04, "greedy_accuracy": 0.08}}}
     plot(PPO_LOGS, ["rewards/accuracy/mean"], tmp_path, "PPO", evaluation)
     fig = figures[0]
     curve, held_out = fig.axes
     assert list(drawn(curve)) == ["reward, each logged step", "reward, moving average"]
     assert [t.get_text() for t in held_out.get_xticklabels()] == ["accuracy\npass@1", "accuracy\ngreedy_accuracy"]
-    before, after = held_out.containers
+    before, after = (c for c in held_out.containers if isinstance(c, matplotlib.container.BarContainer))
     assert [b.get_height() for b in before] == [0.4, 0.5] and [b.get_height() for b in after] == [0.6, 0.75]
     assert (before.get_label(), after.get_label()) == ("before", "after")
+    # each bar with its standard error, over the prompts the title names
+    for bars, errors in [(before, [0.05, 0.1]), (after, [0.04, 0.08])]:
+        low_high = [segment[:, 1] for segment in bars.errorbar.lines[2][0].get_segments()]
+        assert [round((high - low) / 2, 6) for low, high in low_high] == errors
+    assert held_out.get_title().startswith("20 held-out prompts")
+    evaluation["before_step"] = 40  # a resumed run that measured its checkpoint: the bars say so
+    plot(PPO_LOGS, ["rewards/accuracy/mean"], tmp_path, "PPO", evaluation)
+    assert "step 40" in [container.get_label() for container in figures[2].axes[1].containers]
 
 
 def test_nothing_logged_draws_no_training_curves(tmp_path, figures):
