@@ -239,12 +239,6 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ref_policy = None
     if peft_config is None:
         ref_policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision, **model_kwargs)
-    zero3 = training_args.deepspeed_plugin is not None and training_args.deepspeed_plugin.zero_stage == 3
-    if peft_config is not None and zero3:  # ZeRO-3 partitions every trained weight in one dtype, its mixed
-        # precision's: LoRA in the base's dtype, not peft's fp32, as trl 1.16's GRPOTrainer makes it (TRL #6089);
-        # DeepSpeed's optimizer steps fp32 copies. PPOTrainer takes the LoRA policy as it is.
-        policy = get_peft_model(policy, peft_config, autocast_adapter_dtype=False)
-        peft_config = None
     # The value model: the policy's transformer under a new one-output `score` head (extras/ppo.py says so in a line)
     value_path = script_args.value_model_path or policy_path
     with extras_ppo.new_value_head(value_path) if extras_ppo else nullcontext():
@@ -267,10 +261,18 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ################
     # Training
     ################
+    # PPOTrainer adds the LoRA adapter itself. ZeRO-3 partitions every trained weight in one dtype, its mixed
+    # precision's: there the adapter is made here, in the base's dtype, not peft's fp32, as trl 1.16's GRPOTrainer
+    # makes it (TRL #6089); DeepSpeed's optimizer steps fp32 copies
+    trained = policy
+    zero3 = training_args.deepspeed_plugin is not None and training_args.deepspeed_plugin.zero_stage == 3
+    if peft_config is not None and zero3:
+        trained = get_peft_model(policy, peft_config, autocast_adapter_dtype=False)
+        peft_config = None
     trainer = PPOTrainerWithRewardLogs(
         args=training_args,
         processing_class=tokenizer,
-        model=policy,
+        model=trained,
         ref_model=ref_policy,
         reward_model=RewardAdapter(tokenizer, rows, reward_funcs, script_args.reward_weights, reward_model, stops,
                                    training_args.missing_eos_penalty),
