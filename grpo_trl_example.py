@@ -199,7 +199,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     )
     policy = model_args.model_name_or_path
     if not script_args.eval_only:
-        check_precision(model_args, training_args)
+        check_precision(model_args, training_args, policy, None, training_args.trust_remote_code, "--bf16 true")
     if script_args.eval_only and find_adapter_config_file(policy, revision=model_args.model_revision):
         from peft import AutoPeftModelForCausalLM  # a LoRA adapter, on the base model its config names
 
@@ -250,7 +250,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     trainer.accelerator.end_training()
 
 
-def load_prompts(args: GRPOScriptArguments):
+def load_prompts(args: ScriptArguments):
     """--dataset_name (a hub id, a folder, or a .jsonl/.json/.csv/.parquet file) -> its train and test splits (None
     where there is none; `train[:10%]` slices one), with `prompt` and `answer` columns."""
     builder = dict(jsonl="json", json="json", csv="csv", parquet="parquet").get(Path(args.dataset_name).suffix[1:])
@@ -343,22 +343,29 @@ def check_generation_boundaries(args: GRPOConfig) -> None:
                      f"generations; {why}: resume from a checkpoint at a multiple of {cycle} steps")
 
 
-def check_precision(model_args: ModelConfig, training_args: GRPOConfig) -> None:
+def check_precision(model_args: ModelConfig, training_args, policy: str, value_model: str | None,
+                    trust_remote_code: bool, bf16_compute: str) -> None:
     """Stop before loading when weights that train would be held in bf16 or fp16 under a plain optimizer: an update
     below a weight's precision (1/256 of it in bf16) rounds away, so at fine-tuning learning rates most updates are
-    lost (docs/scaling.md). LoRA's adapters are fp32 (peft; under QLoRA main() undoes trl's cast to bf16), and DeepSpeed
-    trains an fp32 master copy."""
-    dtype = model_args.dtype
-    if dtype == "auto":  # the checkpoint's own
-        dtype = AutoConfig.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision,
-                                           trust_remote_code=training_args.trust_remote_code).dtype
-    dtype = str(dtype).removeprefix("torch.")
-    trains_in_full = not model_args.use_peft or model_args.lora_modules_to_save  # those copies keep the base's dtype
-    deepspeed = training_args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
-    if dtype in ("bfloat16", "float16") and trains_in_full and not deepspeed:
-        sys.exit(f"error: --dtype {model_args.dtype} would train the model's weights in {dtype} under a plain "
-                 "optimizer, which rounds most updates away: use --dtype float32 (--bf16 true computes in bf16), "
-                 "LoRA (--use_peft), or DeepSpeed ZeRO (accelerate_configs/zero2.yaml)")
+    lost (docs/scaling.md). A value model trains in full; a policy too, but under LoRA, whose adapters are fp32 (peft;
+    under QLoRA grpo_trl_example.py undoes trl's cast to bf16), and whose lora_modules_to_save keep the base's dtype.
+    With --dtype auto each loads in its checkpoint's own dtype (a value model started from a bf16 reward model, as
+    TRL's PPO example starts it, is bf16). DeepSpeed trains an fp32 master copy."""
+    if training_args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        return
+    trained = {"value model": value_model} if value_model else {}
+    if not model_args.use_peft or model_args.lora_modules_to_save:
+        trained["policy"] = policy
+    for what, path in trained.items():
+        dtype = model_args.dtype
+        if dtype == "auto":  # the checkpoint's own
+            dtype = AutoConfig.from_pretrained(path, revision=model_args.model_revision,
+                                               trust_remote_code=trust_remote_code).dtype
+        dtype = str(dtype).removeprefix("torch.")
+        if dtype in ("bfloat16", "float16"):
+            sys.exit(f"error: --dtype {model_args.dtype} would train the {what} ({path}) in {dtype} under a plain "
+                     f"optimizer, which rounds most updates away: use --dtype float32 ({bf16_compute} for bf16 "
+                     "compute), LoRA for a policy (--use_peft), or DeepSpeed ZeRO (accelerate_configs/zero2.yaml)")
 
 
 def extra(name: str, flag: str):

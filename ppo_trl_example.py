@@ -191,7 +191,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     check_prompts(datasets, tokenizer, training_args)
     if not script_args.eval_only:
         check_precision(model_args, training_args, policy_path, script_args.value_model_path or policy_path,
-                        script_args.trust_remote_code)
+                        script_args.trust_remote_code, "`accelerate launch --mixed_precision bf16`")
 
     ################
     # Rewards
@@ -472,7 +472,7 @@ class StopWhenAsked(TrainerCallback):
             raise StopTraining
 
 
-def load_prompts(args: PPOScriptArguments):
+def load_prompts(args: ScriptArguments):
     """--dataset_name (a hub id, a folder, or a .jsonl/.json/.csv/.parquet file) -> its train and test splits (None
     where there is none; `train[:10%]` slices one), with `prompt` and `answer` columns."""
     builder = dict(jsonl="json", json="json", csv="csv", parquet="parquet").get(Path(args.dataset_name).suffix[1:])
@@ -572,17 +572,19 @@ def stop_token_ids(tokenizer, policy_path: str) -> set[int]:
     return stops - {None}
 
 
-def check_precision(model_args, training_args, policy_path: str, value_path: str, trust_remote_code: bool) -> None:
-    """Stop before loading when the value model (always) or the policy (without LoRA) would train in bf16 or fp16
-    under a plain optimizer: an update below a weight's precision (1/256 of it in bf16) rounds away, so at fine-tuning
-    learning rates most updates are lost (docs/scaling.md). With --dtype auto each loads in its checkpoint's own dtype
-    (a value model started from a bf16 reward model, as TRL's example starts it, is bf16). DeepSpeed trains an fp32
-    master copy."""
+def check_precision(model_args: ModelConfig, training_args, policy: str, value_model: str | None,
+                    trust_remote_code: bool, bf16_compute: str) -> None:
+    """Stop before loading when weights that train would be held in bf16 or fp16 under a plain optimizer: an update
+    below a weight's precision (1/256 of it in bf16) rounds away, so at fine-tuning learning rates most updates are
+    lost (docs/scaling.md). A value model trains in full; a policy too, but under LoRA, whose adapters are fp32 (peft;
+    under QLoRA grpo_trl_example.py undoes trl's cast to bf16), and whose lora_modules_to_save keep the base's dtype.
+    With --dtype auto each loads in its checkpoint's own dtype (a value model started from a bf16 reward model, as
+    TRL's PPO example starts it, is bf16). DeepSpeed trains an fp32 master copy."""
     if training_args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
         return
-    trained = {"value model": value_path}
-    if not model_args.use_peft or model_args.lora_modules_to_save:  # those copies keep the base's dtype
-        trained["policy"] = policy_path
+    trained = {"value model": value_model} if value_model else {}
+    if not model_args.use_peft or model_args.lora_modules_to_save:
+        trained["policy"] = policy
     for what, path in trained.items():
         dtype = model_args.dtype
         if dtype == "auto":  # the checkpoint's own
@@ -591,8 +593,8 @@ def check_precision(model_args, training_args, policy_path: str, value_path: str
         dtype = str(dtype).removeprefix("torch.")
         if dtype in ("bfloat16", "float16"):
             sys.exit(f"error: --dtype {model_args.dtype} would train the {what} ({path}) in {dtype} under a plain "
-                     "optimizer, which rounds most updates away: use --dtype float32 (with `accelerate launch "
-                     "--mixed_precision bf16` for bf16 compute), or DeepSpeed ZeRO (accelerate_configs/zero2.yaml)")
+                     f"optimizer, which rounds most updates away: use --dtype float32 ({bf16_compute} for bf16 "
+                     "compute), LoRA for a policy (--use_peft), or DeepSpeed ZeRO (accelerate_configs/zero2.yaml)")
 
 
 def set_ppo_pad_token(tokenizer, stops: set[int]) -> None:

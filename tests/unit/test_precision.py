@@ -24,10 +24,11 @@ CASES = [
 
 
 def check_precision(algo, model_args, training_args, path, value_path=None):
+    """Each script's check as its main() calls it: GRPO's on the policy, PPO's on the policy and its value model."""
     if algo == "grpo":
-        grpo.check_precision(model_args, training_args)
+        grpo.check_precision(model_args, training_args, path, None, False, "--bf16 true")
     else:
-        ppo_script().check_precision(model_args, training_args, path, value_path or path, False)
+        ppo_script().check_precision(model_args, training_args, path, value_path or path, False, "`accelerate ...`")
 
 
 def bf16_checkpoint(folder):

@@ -30,6 +30,21 @@ def test_the_scripts_import_from_the_project_only_rewards_and_extras():
         assert imported & {p.name for p in REPO.iterdir() if p.is_dir()} == {"extras"}, script
 
 
+# Defined in both scripts, each a copy that trains right without the other: the same code, word for word
+SHARED = ["load_prompts", "check_precision", "extra"]
+
+
+def test_what_both_scripts_define_is_one_definition():
+    """Loading the prompts, the precision check and the extras' guard: a fix to one copy is a fix to the other."""
+    def functions(script: str) -> dict[str, str]:
+        source = (REPO / script).read_text()
+        return {node.name: ast.get_source_segment(source, node) for node in ast.parse(source).body
+                if isinstance(node, ast.FunctionDef)}
+
+    grpo, ppo = functions("grpo_trl_example.py"), functions("ppo_trl_example.py")
+    assert [name for name in SHARED if grpo.get(name) is None or grpo[name] != ppo.get(name)] == []
+
+
 def compressed(source: str) -> list[str]:
     """The compressed constructs in `source`, one line each: several unrelated things assigned in one statement
     (`a, b = x, y`), a loop whose target is an attribute or an item (`for trainer.model, f in ...`), an assignment
