@@ -90,7 +90,7 @@ from datasets import load_dataset
 from peft import get_peft_model
 from torch import nn
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
-                          GenerationConfig, TrainerCallback, set_seed)
+                          GenerationConfig, set_seed)
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.trainer_utils import get_last_checkpoint
 from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config, get_quantization_config
@@ -415,8 +415,6 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
         if unwrapped is not self.model and not self.is_deepspeed_enabled:
             object.__setattr__(self.model, "policy", unwrapped.policy)
             object.__setattr__(self.model, "config", unwrapped.config)
-        # trl 1.12's train() prints one line through it, "===training policy===", which says nothing about the run
-        self.accelerator.print = lambda *args, **kwargs: None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "objective/scores" in logs:  # PPOTrainer's log of an update, on every process
@@ -433,16 +431,13 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
     def train(self, resume_from_checkpoint: str | None = None) -> None:
         if resume_from_checkpoint:  # both models, optimizer, counters, RNG states, the place in the data
             extra("ppo", "--resume_from_checkpoint").resume(self, resume_from_checkpoint)
-        self.add_callback(StopWhenAsked)  # the last callback: every other one has seen the update when it stops
         penalty = self.args.missing_eos_penalty
         self.args.missing_eos_penalty = None  # RewardAdapter applies it, at every stop token of the run
         try:
-            super().train()
-        except StopTraining:  # end as a run ends after its last update: its checkpoint, then train end
-            if self.args.save_strategy == "steps":
-                self._save_checkpoint(self.model, trial=None)
-                self.control = self.callback_handler.on_save(self.args, self.state, self.control)
-            self.control = self.callback_handler.on_train_end(self.args, self.state, self.control)
+            if extras_ppo:  # it stops when a callback asks too (--stop_on_no_signal), which trl 1.12's loop never reads
+                extras_ppo.train_until_asked(self, super().train)
+            else:
+                super().train()
         finally:
             self.args.missing_eos_penalty = penalty  # as the run was asked, for its records
 
@@ -457,19 +452,6 @@ class PPOTrainerWithRewardLogs(PPOTrainer):
             super().save_model(output_dir, _internal_call)
         if _internal_call and extras_ppo:  # a checkpoint: the value model too, for --resume_from_checkpoint
             extras_ppo.save_value_model(self, output_dir)
-
-
-class StopTraining(Exception):
-    """Leaves PPOTrainer's loop (PPOTrainerWithRewardLogs.train)."""
-
-
-class StopWhenAsked(TrainerCallback):
-    """Stops training when a callback asks (`control.should_training_stop`, as the no-signal watchdog does): trl 1.12's
-    PPO loop never reads the flag, so this raises StopTraining once the update is over."""
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if control.should_training_stop and state.global_step < state.max_steps:
-            raise StopTraining
 
 
 def load_prompts(args: ScriptArguments):

@@ -230,6 +230,8 @@ def record(trainer, script_args, beta: float | None = None, samples: Callable[[]
     unless `samples` gives a PPO run's completions), short logs, and the no-signal watchdog (`beta`: GRPO's KL
     coefficient). Says how the run is spread over processes, and starts the clock."""
     tidy(trainer)
+    if samples:  # PPO: trl 1.12's train() prints "===training policy===" through it, which says nothing about the run
+        trainer.accelerator.print = lambda *args, **kwargs: None
     trainer.add_callback(RunRecorder(trainer.args.output_dir, samples or (lambda: grpo_completions(trainer))))
     if script_args.no_signal_patience > 0:
         adapter = trainer.reward_model if samples else None  # PPO's: the script's RewardAdapter

@@ -152,6 +152,32 @@ def save_value_model(trainer, checkpoint: str) -> None:
         trainer.accelerator.unwrap_model(trainer.model).value_model.save_pretrained(Path(checkpoint) / "value_model")
 
 
+def train_until_asked(trainer, train) -> None:
+    """`train()`, trl 1.12's PPO loop, stopping when a callback asks (`control.should_training_stop`, as the no-signal
+    watchdog does), which the loop never reads: StopWhenAsked raises once the update is over, and the run then ends as
+    it does after its last update, its checkpoint saved, then train end."""
+    trainer.add_callback(StopWhenAsked)  # the last callback: every other one has seen the update when it stops
+    try:
+        train()
+    except StopTraining:
+        if trainer.args.save_strategy == "steps":
+            trainer._save_checkpoint(trainer.model, trial=None)
+            trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
+        trainer.control = trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)
+
+
+class StopTraining(Exception):
+    """Leaves PPOTrainer's loop (train_until_asked)."""
+
+
+class StopWhenAsked(transformers.TrainerCallback):
+    """Raises StopTraining at the end of an update where a callback asked training to stop."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_training_stop and state.global_step < state.max_steps:
+            raise StopTraining
+
+
 def resume(trainer, checkpoint: str) -> None:
     """Continue from `checkpoint`, which trl 1.12's PPOTrainer cannot (trl #2657): the policy (or adapter), the value
     model, optimizer and scheduler now; the update and episode counters, the RNG states and the place in the data
