@@ -36,57 +36,47 @@ that stop a mistake in one sentence. The default run, which names no model, also
     recipes/tiny/grpo.yaml assets/tiny-llama-addition assets/addition extras/
 """
 
-import gc
 import importlib
 import json
 import math
 import os
-import signal
 import sys
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-if __name__ == "__main__":  # Ctrl-C while the libraries load (10-25 s): one line, not their traceback
-    signal.signal(signal.SIGINT, lambda signum, frame: sys.exit("\ninterrupted"))
-
-# On a CPU shared with other work, a torch thread that waits for the others sleeps instead of spinning on a core they
-# need: the default runs beside another torch job take 1.3-1.4x their time on an idle machine, not 4-8x, and idle no
-# longer (BENCHMARKS.md, section 13). OpenMP reads this once, when torch loads it: so before `import torch`.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
+try:  # the opt-in extras: a copy with rewards.py alone trains without them. This one imports the standard library alone
+    from extras import runtime
+except ModuleNotFoundError as missing:
+    if missing.name != "extras":
+        raise
+    runtime = None
 # GRPO runs on the newest trl, with what TRL fixed after 1.12, and ppo_trl_example.py on trl 1.12, the last with
 # PPOTrainer (docs/versions.md): the header above and setup.sh's .venv give this one.
 GRPO_TRL = "1.16.0"
 if __name__ == "__main__":
+    if runtime:  # before the libraries load: Ctrl-C in one line, OpenMP's wait on a CPU, and the trl named first
+        runtime.start(__file__, GRPO_TRL)
     try:
-        trl_version = version("trl")
+        version("trl")
     except PackageNotFoundError:  # a Python without trl: the system's, or another project's
         sys.exit(f"error: this Python ({sys.executable}) has no trl: run grpo_trl_example.py in the .venv that bash "
                  "setup.sh makes (source .venv/bin/activate), or with uv run grpo_trl_example.py")
-    if os.environ.get("RANK", "0") == "0":  # a launcher's other processes print nothing here
-        print(f"grpo_trl_example.py on trl {trl_version}" + ("" if trl_version == GRPO_TRL else
-                                                              f", untested: the tests run on trl {GRPO_TRL}"))
 
 import torch
 import yaml
 from accelerate import PartialState
 from datasets import load_dataset
 from transformers import AutoConfig, AutoTokenizer, set_seed
-from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import find_adapter_config_file
 from trl import (GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config,
                  get_quantization_config)
 
 from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
 
-
-try:  # one-sentence checks, and the run's records and plots; a copy with rewards.py alone trains without them
+if runtime:  # one-sentence checks, a readable --help and the default run; the run's records and plots
     from extras import cli, outputs
-except ModuleNotFoundError as missing:
-    if missing.name != "extras":
-        raise
+else:
     cli = outputs = None
 
 HERE = Path(__file__).resolve().parent
@@ -209,7 +199,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     ################
     # Training
     ################
-    score_completions_only()  # trl 1.16 scores the prompt and padding too, off Triton: 6-7x the LM head's time on a CPU
+    if runtime:  # on a CPU, trl 1.16's LM head scores the completions only, not the prompts: 6-7x faster there
+        runtime.score_completions_only()
     trainer = GRPOTrainer(
         model=policy,
         reward_funcs=script_args.reward_model_name_or_path + reward_funcs,
@@ -303,21 +294,6 @@ def no_chat_template(model_args: ModelConfig) -> bool:
     except (OSError, ValueError):  # a LoRA adapter's folder without one (--eval_only): its base's, loaded later
         return False
     return tokenizer.chat_template is None
-
-
-def score_completions_only() -> None:
-    """GRPOTrainer (trl 1.16) computes log-probabilities through a chunked LM head that never builds the full logits.
-    On a GPU with Triton it scores only the completions' positions; elsewhere (a CPU, MPS, CUDA without Triton) every
-    position of every row, the prompt and the left padding included, and its backward recomputes each logits tile:
-    trl's reason is static shapes for Neuron's compiler, which an eager device does not need. Here every eager device
-    scores only the completions', as trl 1.12 did (logits_to_keep): the same log-probabilities and gradients
-    (tests/unit/test_trl_private_api.py), for the policy and the reference, the LM head's pass 6-7 times faster on a
-    CPU (BENCHMARKS.md, section 22). trl decides it by its private `_use_triton`, read at each forward."""
-    import trl.trainer.utils as trl_utils
-
-    on_triton = getattr(trl_utils, "_use_triton", None)
-    if on_triton is not None:  # none before trl 1.13, which computed the completions' logits alone
-        trl_utils._use_triton = lambda device: on_triton(device) or device.type in ("cpu", "mps", "cuda")
 
 
 def check_generation_boundaries(args: GRPOConfig) -> None:
@@ -436,16 +412,7 @@ def parse_args(args: list[str] | None = None) -> tuple:
 
 if __name__ == "__main__":
     script_args, training_args, model_args = parse_args()
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here, Ctrl-C ends training as below
-    interrupted = False
-    try:
-        # With extras/: no upstream notice that every run would print and that says nothing about it
-        with outputs.quiet() if outputs else nullcontext():
-            main(script_args, training_args, model_args)
-    except KeyboardInterrupt:  # Ctrl-C: no traceback, and one line below
-        interrupted = True
-    gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)
-    if interrupted:  # after the trainer's progress bar has closed: how to go on, if a checkpoint was kept
-        kept = Path(training_args.output_dir).is_dir() and get_last_checkpoint(training_args.output_dir)
-        sys.exit(f"\ninterrupted; {kept} is kept: the same command with --resume_from_checkpoint last continues "
-                 "from it" if kept else "\ninterrupted")
+    if runtime:  # upstream notices silenced, Ctrl-C in one line that says which checkpoint is kept, the trainer freed
+        runtime.run(main, script_args, training_args, model_args)
+    else:
+        main(script_args, training_args, model_args)

@@ -36,11 +36,9 @@ reads
     recipes/tiny/ppo.yaml assets/tiny-llama-addition assets/addition extras/
 """
 
-import gc
 import importlib
 import math
 import os
-import signal
 import sys
 import warnings
 from contextlib import nullcontext, suppress
@@ -48,39 +46,27 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-if __name__ == "__main__":  # Ctrl-C while the libraries load (10-25 s): one line, not their traceback
-    signal.signal(signal.SIGINT, lambda signum, frame: sys.exit("\ninterrupted"))
-
-# On a CPU shared with other work, a torch thread that waits for the others sleeps instead of spinning on a core they
-# need: the default runs beside another torch job take 1.3-1.4x their time on an idle machine, not 4-8x, and idle no
-# longer (BENCHMARKS.md, section 13). OpenMP reads this once, when torch loads it: so before `import torch`.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
+try:  # the opt-in extras: a copy with rewards.py alone trains without them. This one imports the standard library alone
+    from extras import runtime
+except ModuleNotFoundError as missing:
+    if missing.name != "extras":
+        raise
+    runtime = None
 # TRL removed PPOTrainer in 1.13 (TRL PR #7020): this script runs on trl 1.12.0, its last release with it, and
-# grpo_trl_example.py on the newest (docs/versions.md). setup.sh makes an environment for each: run from the other one,
-# this script goes on, the same command, in .venv-ppo, before it loads torch. `uv run ppo_trl_example.py` reads the
-# header above instead.
+# grpo_trl_example.py on the newest (docs/versions.md). The header above gives it, and setup.sh's .venv-ppo.
 PPO_TRL = "1.12.0"
 if __name__ == "__main__":
+    if runtime:  # before the libraries load: Ctrl-C in one line, OpenMP's wait on a CPU, the trl named first, and from
+        runtime.start(__file__, PPO_TRL, environment=".venv-ppo")  # another environment, the same command in .venv-ppo
     try:
         trl_version = version("trl")
     except PackageNotFoundError:  # a Python without trl: the system's, or another project's
         trl_version = None
-    ppo_venv = (Path(__file__).resolve().parent / ".venv-ppo").resolve()
-    first_rank = os.environ.get("RANK", "0") == "0"  # a launcher's other processes print nothing of their own here
-    if trl_version != PPO_TRL and (ppo_venv / "bin" / "python").exists() and Path(sys.prefix).resolve() != ppo_venv:
-        if first_rank:
-            print(f"{f'trl {trl_version}' if trl_version else 'no trl'} here: ppo_trl_example.py goes on in .venv-ppo, "
-                  f"with trl {PPO_TRL}", flush=True)
-        os.execv(ppo_venv / "bin" / "python", [ppo_venv / "bin" / "python", *sys.argv])
     if trl_version is None or tuple(map(int, trl_version.split(".")[:2])) >= (1, 13):
         which = f"trl {trl_version} has no PPOTrainer (TRL removed it in 1.13)" if trl_version else (
             f"this Python ({sys.executable}) has no trl")
         sys.exit(f"error: {which}: run ppo_trl_example.py on trl=={PPO_TRL}, in the .venv-ppo that bash setup.sh "
                  "makes, or with uv run ppo_trl_example.py")
-    if first_rank:
-        print(f"ppo_trl_example.py on trl {trl_version}" + ("" if trl_version == PPO_TRL else
-                                                             f", untested: the tests run on trl {PPO_TRL}"))
 
 import torch
 import yaml
@@ -92,7 +78,6 @@ from torch import nn
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer,
                           GenerationConfig, set_seed)
 from transformers.modeling_outputs import BaseModelOutput
-from transformers.trainer_utils import get_last_checkpoint
 from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config, get_quantization_config
 
 from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs, run_reward
@@ -102,11 +87,9 @@ with warnings.catch_warnings():  # PPOTrainer is in trl.experimental in trl 1.12
     from trl.experimental.ppo import PPOConfig, PPOTrainer
     from trl.experimental.utils import first_true_indices, get_reward
 
-try:  # one-sentence checks, and the run's records and plots; a copy with rewards.py alone trains without them
+if runtime:  # one-sentence checks, a readable --help and the default run; the run's records and plots; PPO's extras
     from extras import cli, outputs, ppo as extras_ppo
-except ModuleNotFoundError as missing:
-    if missing.name != "extras":
-        raise
+else:
     cli = outputs = extras_ppo = None
 
 HERE = Path(__file__).resolve().parent
@@ -683,16 +666,7 @@ def parse_args(args: list[str] | None = None) -> tuple:
 
 if __name__ == "__main__":
     script_args, training_args, model_args = parse_args()
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here, Ctrl-C ends training as below
-    interrupted = False
-    try:
-        # With extras/: no upstream notice that every run would print and that says nothing about it
-        with outputs.quiet() if outputs else nullcontext():
-            main(script_args, training_args, model_args)
-    except KeyboardInterrupt:  # Ctrl-C: no traceback, and one line below
-        interrupted = True
-    gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)
-    if interrupted:  # after the trainer's progress bar has closed: how to go on, if a checkpoint was kept
-        kept = Path(training_args.output_dir).is_dir() and get_last_checkpoint(training_args.output_dir)
-        sys.exit(f"\ninterrupted; {kept} is kept: the same command with --resume_from_checkpoint last continues "
-                 "from it" if kept else "\ninterrupted")
+    if runtime:  # upstream notices silenced, Ctrl-C in one line that says which checkpoint is kept, the trainer freed
+        runtime.run(main, script_args, training_args, model_args)
+    else:
+        main(script_args, training_args, model_args)

@@ -1,6 +1,6 @@
 """GRPO's log-probability pass on a CPU: trl 1.12's logits of the completions, trl 1.16's chunked LM head as shipped
 (every position of every row scored, off Triton), and the same head scoring only the completions' positions
-(grpo_trl_example.score_completions_only), forward and backward, side by side in one process.
+(extras/runtime.py's score_completions_only), forward and backward, side by side in one process.
 
     python benchmarks/bench_logprob.py               # SmolLM2's widths: 16 rows, 48-token prompts, 16-token answers
     python benchmarks/bench_logprob.py --prompt 100  # longer prompts
@@ -22,8 +22,8 @@ import trl.trainer.utils as trl_utils
 from harness import REPO, machine, matmul_gflops
 from transformers import LlamaConfig, LlamaForCausalLM
 
-sys.path.insert(0, str(REPO))  # the script, whose fix is measured
-import grpo_trl_example  # noqa: E402
+sys.path.insert(0, str(REPO))  # extras/, whose fix is measured
+from extras import runtime  # noqa: E402
 
 SHIPPED = trl_utils._use_triton
 VOCAB, HIDDEN = 49152, 576  # SmolLM2-135M's
@@ -114,7 +114,7 @@ def main():
             else:
                 trl_utils._use_triton = SHIPPED
                 if variant == "1.16 + fix":
-                    grpo_trl_example.score_completions_only()
+                    runtime.score_completions_only()
                 logps, entropy = trl_116(model, ids, mask, labels, args.completion)
                 trl_utils._use_triton = SHIPPED
             (logps.sum() + 0.1 * entropy.sum()).backward()

@@ -3,8 +3,9 @@ that an upgrade that changes one fails here, loudly and by name, instead of some
 has a public equivalent in these versions; where one appears, the corner goes.
 
 GRPO (grpo_trl_example.py, extras/)
-    trl.trainer.utils._use_triton     score_completions_only replaces it: read by the chunked LM head at each forward
-                                      to score only the completions' positions (else every position, off Triton)
+    trl.trainer.utils._use_triton     runtime.score_completions_only replaces it on a CPU: read by the chunked LM
+                                      head at each forward to score only the completions' positions (else every
+                                      position, off Triton)
     GRPOTrainer._logs                 outputs.grpo_completions reads the last generation batch for completions.jsonl,
                                       with the columns rewards add through `log_extra` (the tool episodes)
     GRPOTrainer._tokenize_prompts     evaluation.prompt_token_ids copies it, so eval feeds the ids training feeds
@@ -16,7 +17,7 @@ PPO (ppo_trl_example.py)
                                       from them, and a batch's width is the prompt width get_reward is given
     PPOTrainer.train's loop           never reads control.should_training_stop (StopWhenAsked raises from a callback's
                                       on_step_end) and saves with Trainer._save_checkpoint(model, trial)
-    accelerator.print, per instance   silenced: train() prints "===training policy===" through it
+    accelerator.print, per instance   outputs.record silences it: train() prints "===training policy===" through it
     Trainer.is_distributed_loading_by_transformers
                                       read when saving, set only in Trainer.__init__ (which PPOTrainer skips), so
                                       PPOTrainerWithRewardLogs sets it as a class attribute
@@ -135,7 +136,7 @@ def test_ppo_draws_batches_from_its_dataloaders_and_scores_with_the_batch_width(
 
 @pytest.mark.ppo_trainer
 def test_ppo_loop_never_reads_should_training_stop_and_saves_through_save_checkpoint():
-    """StopWhenAsked raises from on_step_end, after which the loop would save: PPOTrainerWithRewardLogs.train saves
+    """extras/ppo.py's StopWhenAsked raises from on_step_end, after which the loop would save: train_until_asked saves
     through the same Trainer._save_checkpoint. If the loop learns to stop, the callback can go."""
     from transformers import Trainer
 
@@ -195,7 +196,7 @@ def test_resume_puts_its_callback_first_in_the_handlers_list():
 
 @pytest.mark.skipif(HAS_PPO_TRAINER, reason="GRPO's trl, 1.16: trl 1.12 computes the completions' logits alone")
 def test_scoring_only_the_completions_gives_trls_own_log_probabilities_and_gradients(monkeypatch):
-    """grpo_trl_example.score_completions_only: off Triton, trl 1.16's chunked LM head scores every position of every
+    """extras.runtime.score_completions_only: on a CPU, trl 1.16's chunked LM head scores every position of every
     row; with it, only the completions' positions reach the LM head, and the log-probabilities, entropies and every
     gradient are trl's own. Rows left-padded as GRPOTrainer pads them, labels -100 on the prompt and padding."""
     import torch
@@ -203,9 +204,9 @@ def test_scoring_only_the_completions_gives_trls_own_log_probabilities_and_gradi
     from conftest import TINY_MODEL
     from transformers import AutoModelForCausalLM
 
-    import grpo_trl_example
-
     from trl.kernels import chunked_logprob
+
+    from extras import runtime
 
     assert "compact = _use_triton(hidden_states.device)" in inspect.getsource(trl_utils.add_fused_lm_head)
     # trl's own, whatever a script's main() in this process set before (and put back after the test)
@@ -231,7 +232,7 @@ def test_scoring_only_the_completions_gives_trls_own_log_probabilities_and_gradi
         return out.log_probs.detach(), out.entropy.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
     trls = run()
-    grpo_trl_example.score_completions_only()
+    runtime.score_completions_only()
     ours = run()
     assert scored == [len(prompts) * (width - 1), len(prompts) * completion]  # every position; the completions'
     torch.testing.assert_close(ours[0], trls[0], rtol=0, atol=1e-6)
