@@ -64,7 +64,6 @@ if __name__ == "__main__":
                  "setup.sh makes (source .venv/bin/activate), or with uv run grpo_trl_example.py")
 
 import torch
-import yaml
 from accelerate import PartialState
 from datasets import load_dataset
 from transformers import AutoConfig, AutoTokenizer, set_seed
@@ -79,8 +78,8 @@ if runtime:  # one-sentence checks, a readable --help and the default run; the r
 else:
     cli = outputs = None
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_RECIPE = HERE / "recipes" / "tiny" / "grpo.yaml"  # a run without --config: the bundled tiny model, addition
+# A run that names no model, with extras/: the bundled tiny model learning addition, as --config would read it
+DEFAULT_RECIPE = Path(__file__).resolve().parent / "recipes" / "tiny" / "grpo.yaml"
 
 # Options that would train silently wrong here, refused with the reason (the options GRPOTrainer never reads are
 # refused too: extras/cli.py; tests/unit/test_options.py sorts every option into acting or refused)
@@ -123,6 +122,10 @@ class GRPOScriptArguments(ScriptArguments, RewardArguments):
 
 def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
     set_seed(training_args.seed)  # before anything random: GRPOTrainer makes a LoRA adapter before it seeds
+    if model_args.model_name_or_path is None:  # TRL's default; with extras/, a run that names none is the default run
+        sys.exit(f"error: --model_name_or_path is missing: name your model (a hub id or a folder); a run that names "
+                 f"none is the default run, which reads {DEFAULT_RECIPE.relative_to(DEFAULT_RECIPE.parents[2])} and "
+                 f"extras/, not beside {Path(__file__).name}")
     if script_args.dataset_name is None:  # TRL's default: a run that names its model names its prompts too
         sys.exit("error: --dataset_name is missing: give a .jsonl, .json, .csv or .parquet file, a folder, or a hub id")
     if script_args.eval_only:  # the model as it is: no adapter of ours, no reference, no vLLM, no checkpoint
@@ -354,60 +357,26 @@ def extra(name: str, flag: str):
         sys.exit(f"error: {flag} needs extras/{name}.py: copy the extras/ folder beside {Path(__file__).name}")
 
 
-def make_parser(recipe: Path | None = None) -> TrlParser:
-    """TRL's configs, with the CPU's defaults where there is no GPU; with `recipe` (the default run's), its settings
-    over them, its model and data found beside this script."""
+def make_parser() -> TrlParser:
+    """TRL's configs, with a CPU's defaults where there is no GPU."""
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None)
     # Every trained weight takes part in every step: DDP need not look for unused ones (and warns when told to)
     parser.set_defaults(ddp_find_unused_parameters=False)
-    if recipe is not None:
-        settings = yaml.safe_load(recipe.read_text())
-        parser.set_defaults_with_config(**{**settings, **{k: str(HERE / settings[k]) for k in ("model_name_or_path",
-                                                                                            "dataset_name")}})
     return parser
 
 
 def parse_args(args: list[str] | None = None) -> tuple:
-    """The run's settings from what its recipe and flags say, never from how they were typed (an abbreviated flag
-    means what the whole one means): TRL's defaults, a --config recipe over them, flags over both. A run that names no
-    model is the default run: recipes/tiny/grpo.yaml in place of TRL's defaults, under the same flags."""
-    args = sys.argv[1:] if args is None else list(args)
-
-    def parse(parser):  # with extras/: one-sentence errors, the nearest option to a mistyped one, a readable --help
-        return cli.parse(parser, REFUSED, args, DEFAULT_RECIPE) if cli else parser.parse_args_and_config(args)
-
-    settings = parse(make_parser())
-    recipe = None
-    for i, arg in enumerate(args):  # the recipe, as TrlParser finds it (extras/cli.py reads --config=PATH too)
-        if arg == "--config" and i + 1 < len(args) or arg.startswith("--config="):
-            recipe = arg.removeprefix("--config=") if arg != "--config" else args[i + 1]
-    default_run = settings[2].model_name_or_path is None
-    if default_run and recipe:
-        sys.exit(f"error: --config {recipe} names no model: add `model_name_or_path: ...` to it, or give "
-                 "--model_name_or_path")
-    if default_run and not DEFAULT_RECIPE.is_file():
-        sys.exit(f"error: a run that names no model is the default run, which reads "
-                 f"{DEFAULT_RECIPE.relative_to(HERE)}, not beside {Path(__file__).name}: name your model with "
-                 "--model_name_or_path and your prompts with --dataset_name, or copy the file from the repository")
-    if default_run:
-        settings = parse(make_parser(DEFAULT_RECIPE))
-    if os.environ.get("RANK", "0") == "0":  # where the settings came from, the main ones, and what the run leaves off
-        script_args, training_args, _ = settings
-        origin = (f"{DEFAULT_RECIPE.relative_to(HERE)} (the default run: no model named)" if default_run else
-                  f"TRL's defaults, then {recipe}" if recipe else "TRL's defaults")
-        length = (f"{training_args.max_steps} steps" if training_args.max_steps > 0 else
-                  f"{training_args.num_train_epochs:g} epochs")
-        off = [] if script_args.eval_num_samples > 0 else ["the held-out evaluation (--eval_num_samples K)"]
-        off += [] if cli else ["extras/, not beside this script (summary.json, records, plots, held-out evaluation, "
-                               "no-signal warning, one-sentence checks)"]
-        print(f"settings: {origin}, then the flags: learning_rate {training_args.learning_rate:g}, {length}, "
-              f"num_generations {training_args.num_generations}, max_completion_length "
-              f"{training_args.max_completion_length}, beta {training_args.beta:g}"
-              + (f"; off: {', '.join(off)}" if off else ""))
-    return settings
+    """TRL's defaults, a --config recipe over them, flags over both, parsed once. With extras/: a mistake in one line,
+    a readable --help, the settings line, and the default run, which names no model: DEFAULT_RECIPE, as --config
+    would read it from here (extras/cli.py)."""
+    if cli:
+        return cli.parse(make_parser(), REFUSED, args, DEFAULT_RECIPE)
+    print(f"extras/ is not beside {Path(__file__).name}: no summary.json, records, plots, held-out evaluation, "
+          "no-signal warning or one-sentence checks")
+    return make_parser().parse_args_and_config(args)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,6 @@ if __name__ == "__main__":
                  "makes, or with uv run ppo_trl_example.py")
 
 import torch
-import yaml
 from accelerate import PartialState
 from accelerate.utils import gather_object
 from datasets import load_dataset
@@ -92,8 +91,8 @@ if runtime:  # one-sentence checks, a readable --help and the default run; the r
 else:
     cli = outputs = extras_ppo = None
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_RECIPE = HERE / "recipes" / "tiny" / "ppo.yaml"  # a run without --config: the bundled tiny model, addition
+# A run that names no model, with extras/: the bundled tiny model learning addition, as --config would read it
+DEFAULT_RECIPE = Path(__file__).resolve().parent / "recipes" / "tiny" / "ppo.yaml"
 
 # Options that would train silently wrong, refused with the reason (extras/cli.py refuses those PPOTrainer never reads
 # or computes itself)
@@ -133,6 +132,11 @@ class PPOScriptArguments(ScriptArguments, RewardArguments):
 
 def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig):
     set_seed(training_args.seed)  # before any weights load: it fixes the value head's, and an added pad token's, start
+    policy_path = training_args.sft_model_path or model_args.model_name_or_path  # TRL's name for it, or ours
+    if policy_path is None:  # with extras/, a run that names none is the default run
+        sys.exit(f"error: --model_name_or_path is missing: name your model (a hub id or a folder); a run that names "
+                 f"none is the default run, which reads {DEFAULT_RECIPE.relative_to(DEFAULT_RECIPE.parents[2])} and "
+                 f"extras/, not beside {Path(__file__).name}")
     if script_args.dataset_name is None:  # TRL's default: a run that names its model names its prompts too
         sys.exit("error: --dataset_name is missing: give a .jsonl, .json, .csv or .parquet file, a folder, or a hub id")
     # --report_to tensorboard,trackio: the list TRL expects
@@ -145,8 +149,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if cli:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         cli.check(script_args, training_args, model_args)
         extras_ppo.check_options(script_args, training_args)
-        training_args.resume_from_checkpoint = cli.checkpoint(training_args)  # `last`: the newest complete one
-    policy_path = training_args.sft_model_path or model_args.model_name_or_path  # TRL's name for it, or ours
+        training_args.resume_from_checkpoint = cli.checkpoint(training_args)  # `last`: the newest one
 
     ################
     # Dataset and tokenizer
@@ -602,66 +605,29 @@ def extra(name: str, flag: str):
         sys.exit(f"error: {flag} needs extras/{name}.py: copy the extras/ folder beside {Path(__file__).name}")
 
 
-def make_parser(recipe: Path | None = None) -> TrlParser:
-    """TRL's configs, with the CPU's defaults where there is no GPU; with `recipe` (the default run's), its settings
-    over them, its model and data found beside this script."""
+def make_parser() -> TrlParser:
+    """TRL's configs, with a CPU's defaults where there is no GPU, and a completion that ends at its stop token."""
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None,
                         sft_model_path=None, reward_model_path=None)  # PPOConfig's are hub models: a run names its own
     # A completion ends at its first stop token. TRL's default (None) generates past it, and the reward would score
-    # the model's invented next turns; `--stop_token none` asks for that (the parser takes only `eos`), and
-    # --stop_token_id N for a token of one's own
+    # the model's invented next turns; `stop_token: null` in a recipe asks for that (with extras/, `--stop_token
+    # none` too), and --stop_token_id N for a token of one's own
     parser.set_defaults(stop_token="eos")
-    stop_token = next(action for action in parser._actions if action.dest == "stop_token")
-    stop_token.choices = ("eos", None)
-    stop_token.type = lambda value: None if value.lower() == "none" else value
-    if recipe is not None:
-        settings = yaml.safe_load(recipe.read_text())
-        parser.set_defaults_with_config(**{**settings, **{k: str(HERE / settings[k]) for k in ("model_name_or_path",
-                                                                                            "dataset_name")}})
     return parser
 
 
 def parse_args(args: list[str] | None = None) -> tuple:
-    """The run's settings from what its recipe and flags say, never from how they were typed (an abbreviated flag
-    means what the whole one means): TRL's defaults, a --config recipe over them, flags over both. A run that names no
-    model is the default run: recipes/tiny/ppo.yaml in place of TRL's defaults, under the same flags."""
-    args = sys.argv[1:] if args is None else list(args)
-
-    def parse(parser):  # with extras/: one-sentence errors, the nearest option to a mistyped one, a readable --help
-        return cli.parse(parser, REFUSED, args, DEFAULT_RECIPE) if cli else parser.parse_args_and_config(args)
-
-    settings = parse(make_parser())
-    recipe = None
-    for i, arg in enumerate(args):  # the recipe, as TrlParser finds it (extras/cli.py reads --config=PATH too)
-        if arg == "--config" and i + 1 < len(args) or arg.startswith("--config="):
-            recipe = arg.removeprefix("--config=") if arg != "--config" else args[i + 1]
-    default_run = settings[1].sft_model_path is None and settings[2].model_name_or_path is None
-    if default_run and recipe:
-        sys.exit(f"error: --config {recipe} names no model: add `model_name_or_path: ...` to it, or give "
-                 "--model_name_or_path")
-    if default_run and not DEFAULT_RECIPE.is_file():
-        sys.exit(f"error: a run that names no model is the default run, which reads "
-                 f"{DEFAULT_RECIPE.relative_to(HERE)}, not beside {Path(__file__).name}: name your model with "
-                 "--model_name_or_path and your prompts with --dataset_name, or copy the file from the repository")
-    if default_run:
-        settings = parse(make_parser(DEFAULT_RECIPE))
-    if os.environ.get("RANK", "0") == "0":  # where the settings came from, the main ones, and what the run leaves off
-        script_args, training_args, _ = settings
-        origin = (f"{DEFAULT_RECIPE.relative_to(HERE)} (the default run: no model named)" if default_run else
-                  f"TRL's defaults, then {recipe}" if recipe else "TRL's defaults")
-        length = (f"total_episodes {training_args.total_episodes}" if training_args.total_episodes else
-                  f"{training_args.num_train_epochs:g} epochs")
-        off = [] if script_args.eval_num_samples > 0 else ["the held-out evaluation (--eval_num_samples K)"]
-        off += [] if cli else ["extras/, not beside this script (summary.json, records, plots, held-out evaluation, "
-                               "no-signal warning, DeepSpeed, resume, one-sentence checks)"]
-        print(f"settings: {origin}, then the flags: learning_rate {training_args.learning_rate:g}, {length}, "
-              f"per_device_train_batch_size {training_args.per_device_train_batch_size}, response_length "
-              f"{training_args.response_length}, kl_coef {training_args.kl_coef:g}"
-              + (f"; off: {', '.join(off)}" if off else ""))
-    return settings
+    """TRL's defaults, a --config recipe over them, flags over both, parsed once. With extras/: a mistake in one line,
+    a readable --help, the settings line, and the default run, which names no model: DEFAULT_RECIPE, as --config
+    would read it from here (extras/cli.py)."""
+    if cli:
+        return cli.parse(make_parser(), REFUSED, args, DEFAULT_RECIPE)
+    print(f"extras/ is not beside {Path(__file__).name}: no summary.json, records, plots, held-out evaluation, "
+          "no-signal warning, DeepSpeed, resume or one-sentence checks")
+    return make_parser().parse_args_and_config(args)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
 """The opt-in extras of grpo_trl_example.py and ppo_trl_example.py, each imported when a run uses it:
 
-    cli.py           mistakes stopped in one sentence before anything loads, refused options, a readable --help
+    runtime.py       how a run starts and ends: Ctrl-C in one line, the trl named (PPO: in .venv-ppo from .venv), a
+                     CPU's OpenMP wait and LM-head scoring, the upstream notices silenced while it runs
+    cli.py           mistakes stopped in one sentence before anything loads, refused options, a readable --help, the
+                     settings line, and the default run, which names no model
     evaluation.py    held-out pass@k, maj@k and greedy accuracy before and after training (--eval_num_samples)
     outputs.py       metrics.jsonl, completions.jsonl, summary.json, the plots, short logs, the no-signal watchdog
     tools.py         tool-calling GRPO (--tools, --environment_factory)
     code_sandbox.py  the `code` reward's sandbox
+    ppo.py           PPO's checks, evaluation, DeepSpeed, resume and stop on request, which trl 1.12's PPOTrainer lacks
 """

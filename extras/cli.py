@@ -17,16 +17,20 @@ from accelerate import PartialState
 
 
 def parse(parser, refused: dict[str, str], args: list[str] | None = None, default_recipe: Path | None = None) -> tuple:
-    """`parser.parse_args_and_config()`, every mistake one `error:` line. Options the trainer never reads (the
-    parsed config class's own TrainingArguments fields), those it computes itself, and `refused` stop the run when
-    set, as flags or recipe keys. The values are read from argparse alone: a second training config would start the
-    process group twice. `default_recipe`: the default run's, which --help names beside the defaults it replaces."""
+    """`parser.parse_args_and_config()`, parsed once, every mistake one `error:` line. Options the trainer never reads
+    (the parsed config class's own TrainingArguments fields), those it computes itself, and `refused` stop the run
+    when set, as flags or recipe keys. The values are read from argparse first, which builds no config: a training
+    config starts the process group, and its checks would read defaults that the recipe replaces.
+
+    A run whose flags and recipe name no model is the default run: `default_recipe` as its --config, its paths read
+    beside the script, so that it is the run `--config recipes/tiny/<algo>.yaml` is from the repository's root.
+    Prints the settings line: where the settings came from, the main ones, and what the run leaves off."""
     args = list(sys.argv[1:] if args is None else args)
-    config_class = config = parser.dataclass_types[1].__name__
+    config_class = parser.dataclass_types[1].__name__
     args = [part for arg in args for part in (arg.split("=", 1) if arg.startswith("--config=") else [arg])]
-    refused = {**dict.fromkeys(UNREAD.get(config, []), f"{config}'s trainer never reads it"),
-               **dict.fromkeys(COMPUTED.get(config, []), f"{config}'s trainer computes it from the batch settings "
-                                                          "and the number of processes"),
+    refused = {**dict.fromkeys(UNREAD.get(config_class, []), f"{config_class}'s trainer never reads it"),
+               **dict.fromkeys(COMPUTED.get(config_class, []), f"{config_class}'s trainer computes it from the batch "
+                                                                "settings and the number of processes"),
                **refused}
     readable_help(parser, refused, default_recipe)
     hint = " (--help lists every option)"
@@ -34,35 +38,42 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     actions = {}
     for action in parser._actions:  # the first of a flag's actions holds its default (`--no_<flag>` is the second)
         actions.setdefault(action.dest, action)
+    for action in parser._actions:  # `--stop_token none`: PPOConfig's None, a completion that never stops (TRL's
+        if action.dest == "stop_token":  # parser takes only `eos`)
+            action.choices = ("eos", None)
+            action.type = lambda value: None if value.lower() == "none" else value
     defaults = vars(parser.parse_known_args([])[0])
-    config = {}
-    at = args.index("--config") if "--config" in args else None
-    if at is not None:
+    recipe = None
+    if "--config" in args:
+        at = args.index("--config")
         if at + 1 == len(args):
             sys.exit("error: --config needs the path of a YAML recipe, e.g. --config recipes/tiny/grpo.yaml")
-        config = read_recipe(args[at + 1])
-        for key, value in config.items():
-            if key not in actions:
-                sys.exit(f"error: {args[at + 1]}: unknown key '{key}'{nearest(key, actions)}")
-            check_value(args[at + 1], key, value, actions[key])
-        args_without = args[:at] + args[at + 2:]
-    saved = [(action, action.default) for action in parser._actions]
-    parser.set_defaults_with_config(**config)  # as TrlParser applies the recipe: here to read the values only
-    values, unknown = parser.parse_known_args(args_without if at is not None else args)
-    for action, default in saved:
-        action.default = default
-    if unknown:
-        name = next((u for u in unknown if u.startswith("-")), unknown[0])
-        what = f"unknown option {name.split('=')[0]}" if name.startswith("-") else f"unexpected argument {name!r}"
-        option = name.lstrip("-").split("=")[0].replace("-", "_")
-        other = next((theirs for ours, theirs in COUNTERPARTS.get(config_class, []) if option == ours), False)
-        if other is not False:  # the other script's name: the nearest spelling would be another option
-            sys.exit(f"error: {what}: that is {'PPO' if config_class == 'GRPOConfig' else 'GRPO'}'s option; "
-                     + (f"here it is --{other}" if other else f"{COUNTERPARTS_WHY[option]}"))
-        sys.exit(f"error: {what}{nearest(option, actions, '--')}")
+        recipe = args[at + 1]
+        args = args[:at] + args[at + 2:]
+    config = read_recipe(recipe, actions) if recipe else {}
+    values = read_values(parser, config, args, actions, config_class)
+    models = [key for key in ("model_name_or_path", "sft_model_path") if key in actions]
+    default_run = default_recipe is not None and not any(getattr(values, key) for key in models)
+    if default_run and recipe:
+        sys.exit(f"error: --config {recipe} names no model: add `model_name_or_path: ...` to it, or give "
+                 "--model_name_or_path")
+    script = Path(sys.argv[0]).resolve()
+    if default_run and not default_recipe.is_file():
+        sys.exit(f"error: a run that names no model is the default run, which reads "
+                 f"{Path(*default_recipe.parts[-3:])}, not beside {script.name}: name your model with "
+                 "--model_name_or_path and your prompts with --dataset_name, or copy the file from the repository")
+    if default_run:  # its model and data beside the script, where a recipe's paths are read from the working folder
+        config = read_recipe(str(default_recipe), actions)
+        config.update({key: str(default_recipe.parents[2] / config[key]) for key in ("model_name_or_path",
+                                                                                     "dataset_name")})
+        values = read_values(parser, config, args, actions, config_class)
     refuse(refused, defaults, values)
+    if os.environ.get("RANK", "0") == "0":
+        origin = (f"{Path(*default_recipe.parts[-3:])} (the default run: no model named)" if default_run else
+                  f"TRL's defaults, then {recipe}" if recipe else "TRL's defaults")
+        print(settings_line(origin, values, config_class))
     try:
-        return parser.parse_args_and_config(args)
+        return parser.parse_args_into_dataclasses(args=args)  # the recipe's values are the parser's defaults
     except ValueError as err:  # GRPOConfig's batch check says what is wrong, not what would be right
         if not (found := re.search(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)",
                                    str(err))):
@@ -72,6 +83,42 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
         sys.exit(f"error: {err} The generation batch is per_device_train_batch_size x processes x "
                  f"steps_per_generation completions: on one process, --per_device_train_batch_size {sizes}, or "
                  "change --num_generations.")
+
+
+def read_values(parser, config: dict, args: list[str], actions: dict, config_class: str):
+    """argparse's values of `args` over the recipe `config`, applied as TrlParser applies a --config recipe (its `env`
+    set, its values the parser's defaults); an unknown option is one line, naming the nearest."""
+    for key, value in config.pop("env", {}).items():
+        os.environ[key] = str(value)
+    parser.set_defaults_with_config(**config)
+    values, unknown = parser.parse_known_args(args)
+    if unknown:
+        name = next((u for u in unknown if u.startswith("-")), unknown[0])
+        what = f"unknown option {name.split('=')[0]}" if name.startswith("-") else f"unexpected argument {name!r}"
+        option = name.lstrip("-").split("=")[0].replace("-", "_")
+        other = next((theirs for ours, theirs in COUNTERPARTS.get(config_class, []) if option == ours), False)
+        if other is not False:  # the other script's name: the nearest spelling would be another option
+            sys.exit(f"error: {what}: that is {'PPO' if config_class == 'GRPOConfig' else 'GRPO'}'s option; "
+                     + (f"here it is --{other}" if other else f"{COUNTERPARTS_WHY[option]}"))
+        sys.exit(f"error: {what}{nearest(option, actions, '--')}")
+    return values
+
+
+# The main settings of each trainer's run, in the settings line
+SHOWN = {"GRPOConfig": ("learning_rate", "length", "num_generations", "max_completion_length", "beta"),
+         "PPOConfig": ("learning_rate", "length", "per_device_train_batch_size", "response_length", "kl_coef")}
+
+
+def settings_line(origin: str, values, config_class: str) -> str:
+    """Where a run's settings came from, the main ones, and what it leaves off."""
+    steps = getattr(values, "max_steps", -1)
+    episodes = getattr(values, "total_episodes", None)
+    length = (f"{steps} steps" if steps > 0 else f"total_episodes {episodes}" if episodes else
+              f"{values.num_train_epochs:g} epochs")
+    shown = [length if key == "length" else f"{key} {getattr(values, key):g}" if isinstance(getattr(values, key), float)
+             else f"{key} {getattr(values, key)}" for key in SHOWN[config_class]]
+    off = "" if values.eval_num_samples > 0 else "; off: the held-out evaluation (--eval_num_samples K)"
+    return f"settings: {origin}, then the flags: {', '.join(shown)}{off}"
 
 
 def readable_help(parser, refused: dict[str, str], default_recipe: Path | None = None) -> None:
@@ -170,8 +217,8 @@ def nearest(name: str, actions: dict, prefix: str = "") -> str:
     return f"; did you mean {prefix}{close[0]}?" if close else " (--help lists every option)"
 
 
-def read_recipe(path: str) -> dict:
-    """The --config YAML as a mapping (its `env:` aside, which TrlParser sets as variables), or one `error:` line."""
+def read_recipe(path: str, actions: dict) -> dict:
+    """The --config YAML as a mapping, each key an option and each value one it takes, or one `error:` line."""
     import yaml
 
     try:
@@ -183,7 +230,13 @@ def read_recipe(path: str) -> dict:
         sys.exit(f"error: --config {path} is not valid YAML{line}: {getattr(err, 'problem', err)}")
     if not isinstance(config, dict):
         sys.exit(f"error: --config {path} must hold `option: value` lines, one per option")
-    return {key: value for key, value in config.items() if key != "env"}
+    for key, value in config.items():
+        if key == "env":  # environment variables, which TrlParser sets
+            continue
+        if key not in actions:
+            sys.exit(f"error: {path}: unknown key '{key}'{nearest(key, actions)}")
+        check_value(path, key, value, actions[key])
+    return config
 
 
 def check_value(path: str, key: str, value, action) -> None:

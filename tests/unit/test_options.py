@@ -10,7 +10,9 @@ so audited: an upgrade that adds, removes or renames a field fails test_every_op
 sorted, and the digest updated.
 """
 
+import contextlib
 import hashlib
+import io
 from dataclasses import asdict, fields
 
 import pytest
@@ -143,6 +145,47 @@ def test_the_default_run_is_its_recipe(name, monkeypatch, tmp_path):
         script.parse_args([f"--config={tmp_path / 'only-a-seed.yaml'}"])
 
 
+# Flags that TRL's configs check in __post_init__, each against the recipe's other settings: what the default run
+# does with them, `--config recipes/tiny/<algo>.yaml` does (a group of 16 took a generation batch of TRL's 8 in the
+# default run, parsed first with TRL's defaults, and was refused)
+CHECKED_FLAGS = {
+    "grpo": [["--num_generations", "16"], ["--eval_strategy", "steps", "--per_device_eval_batch_size", "12"],
+             ["--eval_strategy", "steps", "--per_device_eval_batch_size", "12", "--num_generations", "4"],
+             ["--save_strategy", "steps", "--save_steps", "2.5"], ["--save_strategy", "steps", "--save_steps", "50"]],
+    "ppo": [["--per_device_eval_batch_size", "12"], ["--save_strategy", "steps", "--save_steps", "2.5"],
+            ["--save_strategy", "steps", "--save_steps", "10", "--per_device_train_batch_size", "32"]],
+}
+
+
+@pytest.mark.parametrize("name", ALGOS)
+def test_the_default_run_and_its_recipe_take_a_checked_flag_alike(name, monkeypatch, capsys):
+    """One parse, with the recipe's values as defaults: the default run and its recipe given with --config take each
+    flag alike, the same settings or the same refusal, and a group of 16 trains in both."""
+    import os
+
+    from conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    script = SCRIPTS[name]
+
+    def outcome(argv):
+        try:
+            return [{key: os.path.abspath(value) if key in ("model_name_or_path", "dataset_name") else value
+                     for key, value in args.items()} for args in resolved(script.parse_args(argv))]
+        except (SystemExit, ValueError) as stop:  # a config's own check raises ValueError, ours one line
+            return str(getattr(stop, "code", stop))
+
+    outcomes = {}
+    for flags in CHECKED_FLAGS[name]:
+        default_run, recipe = outcome(flags), outcome(["--config", f"recipes/tiny/{name}.yaml", *flags])
+        assert default_run == recipe, flags
+        outcomes[" ".join(flags)] = isinstance(default_run, list)
+    if name == "grpo":
+        assert outcomes["--num_generations 16"]
+        assert not outcomes["--eval_strategy steps --per_device_eval_batch_size 12"]
+    assert not outcomes["--save_strategy steps --save_steps 2.5"] and list(outcomes.values()).count(True) >= 2
+
+
 # How a user may name a model: the flag whole, abbreviated as argparse allows, with an equals sign, in its dashed
 # spelling, or in a recipe; PPO also takes TRL's name for the policy, --sft_model_path
 NAMINGS = [["--model_name_or_path", "{model}"], ["--model_name", "{model}"], ["--model_name_or={model}"],
@@ -192,8 +235,9 @@ def test_typing_each_option_of_the_default_recipe_changes_nothing(name, monkeypa
     main() runs up to the trainer's construction, which is caught."""
     script = SCRIPTS[name]
     recipe = yaml.safe_load(script.DEFAULT_RECIPE.read_text())
+    here = script.DEFAULT_RECIPE.parents[2]  # where the default run reads its paths from
     typed = [str(a) for key, value in recipe.items() if value is not None for a in (
-        f"--{key}", *(map(str, value) if isinstance(value, list) else [str(script.HERE / value) if key in (
+        f"--{key}", *(map(str, value) if isinstance(value, list) else [str(here / value) if key in (
             "model_name_or_path", "dataset_name") else value]))]
     trainer = "GRPOTrainer" if name == "grpo" else "PPOTrainerWithRewardLogs"
 
@@ -222,13 +266,15 @@ def test_a_default_never_depends_on_the_disk(name, tmp_path, monkeypatch):
     root = tmp_path / "copy"
     (root / "recipes" / "tiny").mkdir(parents=True)
     (root / "recipes" / "tiny" / f"{name}.yaml").write_text(script.DEFAULT_RECIPE.read_text())
-    monkeypatch.setattr(script, "HERE", root)
     monkeypatch.setattr(script, "DEFAULT_RECIPE", root / "recipes" / "tiny" / f"{name}.yaml")
     monkeypatch.chdir(root)
 
     def parsed():
-        parser = script.make_parser(script.DEFAULT_RECIPE)
-        return [asdict(args) for args in parser.parse_args_into_dataclasses(args=[])], parser.format_help()
+        with contextlib.redirect_stdout(io.StringIO()) as shown:
+            settings = script.parse_args([])
+            with pytest.raises(SystemExit):
+                script.parse_args(["--help"])
+        return [asdict(args) for args in settings], shown.getvalue()
 
     before = parsed()
     for key in ("output_dir", "model_name_or_path", "dataset_name"):
