@@ -11,23 +11,39 @@
 This module imports only the standard library at its top: a script imports it before torch.
 """
 
+import atexit
 import gc
+import hashlib
 import os
 import signal
 import sys
+import threading
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+
+# Ctrl-C: a run that has not ended this many seconds after it, because a library's bare `except:` caught what the
+# handler raised (datasets' fingerprinting does, inside Dataset.map), ends then, from a thread of its own
+GRACE = 3.0
+_run = {"started": False, "output_dir": None}  # set by run(): Ctrl-C then ends training, and says what is kept
+_pressed = threading.Event()  # Ctrl-C was pressed
+_handled = threading.Event()  # the interrupt reached run(), or Python is exiting
 
 
 def start(script: str, trl: str, environment: str | None = None) -> None:
     """What a run does before it imports torch, transformers and trl (10-25 s). `environment`: the virtual environment
     beside the script that has its `trl`, where a run by another Python goes on."""
-    signal.signal(signal.SIGINT, lambda signum, frame: sys.exit("\ninterrupted"))  # not the libraries' traceback
+    signal.signal(signal.SIGINT, interrupt)  # Ctrl-C in one line, not the libraries' traceback
+    atexit.register(_handled.set)
     # On a CPU shared with other work, a torch thread that waits for the others sleeps instead of spinning on a core
     # they need: the default runs beside another torch job take 1.3-1.4x their time on an idle machine, not 4-8x, and
     # idle no longer (BENCHMARKS.md, section 13). OpenMP reads it once, when torch loads it; a GPU machine is left be.
     if not any(Path("/dev").glob("nvidia[0-9]*")):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # DeepSpeed compiles its ops into one cache: setup.sh's two environments build them from two paths, and each would
+    # rebuild the other's at every switch (a minute of C++ for its CPU communication op). One cache each
+    environment_id = hashlib.sha1(sys.prefix.encode()).hexdigest()[:8]
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions" / environment_id))
     name = Path(script).name
     try:
         installed = version("trl")
@@ -46,26 +62,57 @@ def start(script: str, trl: str, environment: str | None = None) -> None:
         print(f"{name} on trl {installed}" + ("" if installed == trl else f", untested: the tests run on trl {trl}"))
 
 
+def interrupt(signum, frame) -> None:
+    """Ctrl-C: before run(), the process ends (`interrupted`); in it, training ends as run() says. Either way, unless
+    that happens within GRACE seconds, because a library caught it and went on, the run ends then; a second Ctrl-C
+    ends it at once."""
+    if _pressed.is_set():
+        leave()
+    _pressed.set()
+    timer = threading.Timer(GRACE, lambda: _handled.is_set() or leave())
+    timer.daemon = True  # it never holds a run that ends
+    timer.start()
+    if not _run["started"]:
+        sys.exit("\ninterrupted")
+    raise KeyboardInterrupt
+
+
+def said() -> str:
+    """What an interrupted run says: how to go on, if a checkpoint is kept."""
+    out = _run["output_dir"]
+    if out is None or not Path(out).is_dir():
+        return "\ninterrupted"
+    from transformers.trainer_utils import get_last_checkpoint
+
+    kept = get_last_checkpoint(out)
+    return (f"\ninterrupted; {kept} is kept: the same command with --resume_from_checkpoint last continues from it"
+            if kept else "\ninterrupted")
+
+
+def leave() -> None:
+    """End the process now, from any thread, past whatever catches exceptions."""
+    sys.stderr.write(said() + "\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
 def run(main, script_args, training_args, model_args) -> None:
     """main() as a run of the script: no upstream notice that every run would print and that says nothing about it,
     and Ctrl-C as one line, after the trainer's progress bar has closed, saying how to go on if a checkpoint is
     kept."""
     from extras.outputs import quiet
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here, Ctrl-C ends training as below
+    _run.update(started=True, output_dir=training_args.output_dir)  # from here, Ctrl-C ends training as below
     interrupted = False
     try:
         with quiet():
             main(script_args, training_args, model_args)
     except KeyboardInterrupt:
+        _handled.set()
         interrupted = True
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)
     if interrupted:
-        from transformers.trainer_utils import get_last_checkpoint
-
-        kept = Path(training_args.output_dir).is_dir() and get_last_checkpoint(training_args.output_dir)
-        sys.exit(f"\ninterrupted; {kept} is kept: the same command with --resume_from_checkpoint last continues "
-                 "from it" if kept else "\ninterrupted")
+        sys.exit(said())
 
 
 def score_completions_only() -> None:

@@ -215,3 +215,41 @@ def test_ctrl_c_stops_in_one_line_that_says_how_to_go_on(tmp_path, script, flags
     assert last.startswith(f"interrupted; {out}/checkpoint-") and last.endswith(
         "is kept: the same command with --resume_from_checkpoint last continues from it"), last
 
+
+# A reward module that, once imported, sits in a library's bare `except:` as datasets' fingerprinting does: it catches
+# the interrupt and goes on
+SWALLOWS = """
+import os, time
+open(os.environ["MARKER"], "w").close()
+for _ in range(600):
+    try:
+        time.sleep(0.1)
+    except:  # noqa: E722
+        pass
+
+def zero(completions, **kwargs):
+    return [0.0] * len(completions)
+"""
+
+
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+def test_ctrl_c_ends_the_run_where_a_library_catches_everything(tmp_path, script):
+    """Ctrl-C inside code whose bare `except:` swallows KeyboardInterrupt (and SystemExit): the run ends within
+    seconds, in one line, where it went on to train to the end and exit 0."""
+    from extras.runtime import GRACE
+
+    (tmp_path / "swallows.py").write_text(SWALLOWS)
+    marker = tmp_path / "inside"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **THREADS, "PYTHONPATH": str(tmp_path), "MARKER": str(marker)}
+    proc = subprocess.Popen([sys.executable, str(REPO / script), "--reward_funcs", "swallows.zero", "--output_dir",
+                             str(tmp_path / "out")], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not marker.exists():
+        assert proc.poll() is None and time.time() < deadline, "the run ended before the interrupt"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    interrupted = time.time()
+    stderr = proc.communicate(timeout=60)[1]
+    assert time.time() - interrupted < GRACE + 5 and proc.returncode == 1, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == "interrupted" and "Traceback" not in stderr, stderr[-2000:]
