@@ -250,3 +250,29 @@ def test_conversations_for_a_tokenizer_without_a_chat_template(tmp_path, fails_e
     assert error.startswith("error: the prompts are conversations (lists of messages, or --system_prompt made them "
                             "so) and ") and error.endswith("tiny-llama-addition's tokenizer has no chat template to "
                                                            "render them")
+
+
+# Values outside what each algorithm means: a KL penalty's weight below 0 is a bonus for drifting, a learning rate or
+# temperature of 0 or less, a clip range below 0, a discount above 1, a negative sample count
+OUT_OF_RANGE = [
+    ("grpo_trl_example.py", "--beta", "-1", "0 or more"), ("grpo_trl_example.py", "--learning_rate", "0", "above 0"),
+    ("grpo_trl_example.py", "--temperature", "0", "above 0"), ("grpo_trl_example.py", "--epsilon", "-0.1", "0 or"),
+    ("grpo_trl_example.py", "--top_p", "1.5", "at most 1"), ("grpo_trl_example.py", "--eval_num_samples", "-1", "0"),
+    ("ppo_trl_example.py", "--kl_coef", "-0.05", "0 or more"), ("ppo_trl_example.py", "--learning_rate", "-0.00001",
+                                                                "above 0"),
+    ("ppo_trl_example.py", "--temperature", "-1", "above 0"), ("ppo_trl_example.py", "--cliprange", "-0.2", "0 or"),
+    ("ppo_trl_example.py", "--gamma", "1.5", "between 0 and 1"), ("ppo_trl_example.py", "--missing_eos_penalty",
+                                                                   "-1", "0 or more"),
+    ("ppo_trl_example.py", "--eval_num_samples", "-2", "0"),
+]
+
+
+@pytest.mark.parametrize("script, flag, value, meaning", [pytest.param(*case, marks=pytest.mark.ppo_trainer)
+                                                         if case[0][0] == "p" else case for case in OUT_OF_RANGE])
+def test_a_value_outside_what_the_algorithm_means_stops_before_loading(tmp_path, fails_early, script, flag, value,
+                                                                        meaning):
+    """`--beta -1` trained, as a bonus for moving away from the reference: each such value stops the run in one line
+    saying what it must be, before anything loads."""
+    error = fails_early(tmp_path, flag, value, script=script)
+    assert error.startswith(f"error: {flag} {float(value):g}") or error.startswith(f"error: {flag} {value}"), error
+    assert ": it must be " in error and meaning in error, error
