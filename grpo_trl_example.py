@@ -130,6 +130,9 @@ class GRPOScriptArguments(ScriptArguments, RewardArguments):
         "help": "Tools the model may call: calculator, python, or module.function (extras/tools.py)."})
     environment_factory: str | None = field(default=None, metadata={
         "help": "A stateful environment whose methods are tools: notebook, or module.Class (extras/tools.py)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace the run that --output_dir holds, its files removed first; without it such a folder stops the "
+                "run, unless the run continues it (--resume_from_checkpoint last). Needs extras/."})
     no_signal_patience: int = field(default=5, metadata={
         "help": "Warn after this many logs without a learning signal (0: never)."})
     stop_on_no_signal: bool = field(default=False, metadata={"help": "Stop cleanly at that warning."})
@@ -155,7 +158,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
     if cli:  # the run's paths, models, launch and packages; `last`, the newest complete checkpoint
         cli.check(script_args, training_args, model_args)
-        training_args.resume_from_checkpoint = cli.checkpoint(training_args)
+        training_args.resume_from_checkpoint = cli.checkpoint(training_args, script_args)
     check_generation_boundaries(training_args)  # no reused completions in a checkpoint: save where a generation begins
 
     ################

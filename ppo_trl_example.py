@@ -143,6 +143,8 @@ class PPOScriptArguments(ScriptArguments, RewardArguments):
     eval_num_samples: int = field(default=0, metadata={"help": "K > 0: held-out pass@K before and after (extras/)."})
     eval_max_prompts: int = field(default=256, metadata={"help": "Evaluate at most this many held-out prompts."})
     eval_only: bool = field(default=False, metadata={"help": "Evaluate --model_name_or_path (or its adapter) only."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace the run that --output_dir holds (else such a folder stops the run). Needs extras/."})
     no_signal_patience: int = field(default=5, metadata={"help": "Warn after this many updates without signal."})
     stop_on_no_signal: bool = field(default=False, metadata={"help": "Stop cleanly at that warning."})
     tools: list[str] = field(default_factory=list, metadata={"help": "Refused: tool calling is GRPO's."})
@@ -169,7 +171,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if cli:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         cli.check(script_args, training_args, model_args)
         extras_ppo.check_options(script_args, training_args)
-        training_args.resume_from_checkpoint = cli.checkpoint(training_args)  # `last`: the newest one
+        training_args.resume_from_checkpoint = cli.checkpoint(training_args, script_args)  # `last`: the newest one
 
     ################
     # Dataset and tokenizer

@@ -202,9 +202,6 @@ def resume(trainer, checkpoint: str) -> None:
     saved = OnlineTrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
     trainer.dataloader = SkipBatches(trainer.dataloader, saved.global_step)
     trainer.callback_handler.callbacks.insert(0, Resumed(trainer, checkpoint, saved))  # before the run's records
-    if PartialState().is_main_process:
-        print(f"resuming from {checkpoint}: update {saved.global_step} of {trainer.args.num_total_batches}, "
-              f"episode {saved.episode}")
 
 
 class Resumed(transformers.TrainerCallback):

@@ -72,10 +72,11 @@ def assert_before_is_the_run_start(out, start: dict, stdout: str) -> None:
 
 
 def resolve_checkpoint(wanted, output_dir):
-    """extras.cli.checkpoint for `--resume_from_checkpoint wanted --output_dir output_dir`."""
-    from extras.cli import checkpoint
+    """extras.cli.resolve_checkpoint for `--resume_from_checkpoint wanted --output_dir output_dir`."""
+    from extras.cli import resolve_checkpoint
 
-    return checkpoint(SimpleNamespace(resume_from_checkpoint=wanted and str(wanted), output_dir=str(output_dir)))
+    return resolve_checkpoint(SimpleNamespace(resume_from_checkpoint=wanted and str(wanted),
+                                              output_dir=str(output_dir)))
 
 
 def test_resume_last_skips_a_checkpoint_cut_short(tmp_path):
@@ -253,3 +254,35 @@ def test_ctrl_c_ends_the_run_where_a_library_catches_everything(tmp_path, script
     stderr = proc.communicate(timeout=60)[1]
     assert time.time() - interrupted < GRACE + 5 and proc.returncode == 1, stderr[-2000:]
     assert stderr.strip().splitlines()[-1] == "interrupted" and "Traceback" not in stderr, stderr[-2000:]
+
+
+@pytest.mark.parametrize("script, length", [
+    ("grpo_trl_example.py", ["--max_steps", 4, "--save_steps", 2, "--logging_steps", 1]),
+    ("ppo_trl_example.py", ["--total_episodes", 256, "--save_steps", 2]),  # 4 updates, each logged
+])
+def test_a_folder_holds_one_run(tmp_path, script, length):
+    """A second run into a used --output_dir resumed the first (its checkpoint, step 41 of 40) and mixed the two runs'
+    records: it stops in one line before loading, unless it continues that run or is told to replace it, and a resume
+    says which run and step it continues."""
+    out = tmp_path / "out"
+    first = ["--output_dir", out, *length, "--save_strategy", "steps", "--eval_num_samples", 0,
+             "--overwrite_output_dir", "false"]
+    run_script(script, *first, cwd=tmp_path)
+    kept = sorted(p.name for p in out.iterdir())
+
+    other = run_script(script, *first, "--learning_rate", 1e-4, cwd=tmp_path, check=False)
+    assert other.returncode == 1 and other.stderr.strip().splitlines()[-1].startswith(
+        f"error: --output_dir {out} holds a run already (checkpoint-2, checkpoint-4") and "Loading weights" not in (
+        other.stdout + other.stderr)
+    assert sorted(p.name for p in out.iterdir()) == kept  # nothing of it touched
+
+    resumed = run_script(script, *first, "--resume_from_checkpoint", "last", cwd=tmp_path)
+    assert f"resuming from {out / 'checkpoint-4'}, the run in {out}: step 4 of 4" in resumed.stdout
+
+    replaced = run_script(script, *first[:-1], "true", "--learning_rate", 1e-4, "--save_strategy", "no",
+                          cwd=tmp_path)
+    assert f"--overwrite_output_dir: removing {out}, which held a run (checkpoint-2, checkpoint-4" in replaced.stdout
+    assert not list(out.glob("checkpoint-*"))  # the first run's are gone with it
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["training_args"]["learning_rate"] == 1e-4
+    assert [m["step"] for m in read_jsonl(out / "metrics.jsonl")] == list(range(1, 5))  # this run's alone

@@ -24,7 +24,7 @@ from extras import cli
 
 ppo = ppo_script()
 SCRIPTS = {"grpo": grpo, "ppo": ppo}
-AUDITED = {"grpo": "a3c1dd1e451a", "ppo": "992d3bc59f5f"}  # sha256 of the acting fields, sorted and space-joined
+AUDITED = {"grpo": "e800f27c1f32", "ppo": "e3c822a3d376"}  # sha256 of the acting fields, sorted and space-joined
 
 
 def all_fields(name: str) -> set[str]:
