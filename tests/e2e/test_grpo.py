@@ -1,6 +1,7 @@
 """End-to-end runs of grpo_trl_example.py as a subprocess, with tiny settings, the way a user runs it."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -226,7 +227,8 @@ def test_default_run_learns(tmp_path):
     assert set(after) == {"mean_reward", "greedy_accuracy", "pass@1", "pass@8", "maj@8"}
     assert after["pass@1"] - before["pass@1"] >= 0.01
     assert after["greedy_accuracy"] - before["greedy_accuracy"] >= 0.08
-    assert "pass@1" in proc.stdout and "before   after" in proc.stdout
+    assert re.search(r"^reward +metric +before +after$", proc.stdout, re.M)  # the closing table
+    assert re.search(r"^accuracy +pass@1 +[0-9.]+±[0-9.]+ +[0-9.]+±[0-9.]+$", proc.stdout, re.M)
     assert_held_out_summary(out, proc.stdout)
 
     # The project's Python this run imported: the script, rewards.py and the three extras it turns on (their lines are

@@ -597,7 +597,8 @@ def test_default_run_learns(tmp_path):
     before, after = report["before"]["accuracy"], report["after"]["accuracy"]
     assert after["pass@1"] - before["pass@1"] >= 0.20
     assert after["greedy_accuracy"] - before["greedy_accuracy"] >= 0.10
-    assert "before   after" in proc.stdout
+    assert re.search(r"^reward +metric +before +after$", proc.stdout, re.M)  # the closing table
+    assert re.search(r"^accuracy +pass@1 +[0-9.]+±[0-9.]+ +[0-9.]+±[0-9.]+$", proc.stdout, re.M)
     assert_held_out_summary(out, proc.stdout)
 
 
