@@ -13,9 +13,11 @@ import inspect
 import logging
 import math
 import numbers
+import os
 import re
 import threading
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
@@ -28,6 +30,7 @@ from trl.rewards import get_repetition_penalty_reward, get_soft_overlong_punishm
 REWARDS: dict[str, Callable] = {
     "accuracy": lambda args, max_len: accuracy_reward,
     "reasoning_accuracy": lambda args, max_len: reasoning_accuracy_reward,
+    "exact_match": lambda args, max_len: exact_match_reward,
     "format": lambda args, max_len: format_reward,
     "soft_format": lambda args, max_len: soft_format_reward,
     "tag_count": lambda args, max_len: tag_count_reward,
@@ -108,7 +111,8 @@ def run_reward(reward_func, **kwargs) -> list[float | None]:
 
 def check_columns(reward_funcs: list, splits: list, dataset_name: str) -> None:
     """ValueError for a column a reward needs (its `columns`, see `reads`) and the data lacks: `accuracy` without
-    `answer` would be None for every sample, and the run would train on nothing. Checked before any model loads."""
+    `answer` would be None for every sample, and the run would train on nothing. Checked before any model loads, as
+    are golds that `accuracy` reads as math and that are text (words, names, letters), said in a note."""
     flags = {"answer": "--dataset_answer_column", "solution": "--dataset_answer_column"}
     for split in (s for s in splits if s is not None):
         for func in reward_funcs:
@@ -120,8 +124,41 @@ def check_columns(reward_funcs: list, splits: list, dataset_name: str) -> None:
                            f"rename yours to '{names[0]}' in the data") if others else (
                         f"add one to the data, or, if the reward can score without it, give its argument a default "
                         f"({names[0]}=None)")  # no column to map: a prompt-only dataset
+                    if reads_math(func) and others:
+                        how += " (a gold it reads as a number or math; for text, --reward_funcs exact_match)"
                     raise ValueError(f"reward '{func.__name__}' needs a column {' or '.join(map(repr, names))}, and "
                                      f"{dataset_name} has: {', '.join(split.column_names)}; {how}")
+    split = splits[0]
+    column = next((c for c in ("answer", "solution") if split is not None and c in split.column_names), None)
+    math_rewards = sorted({func.__name__ for func in reward_funcs if reads_math(func)})
+    if column and math_rewards and os.environ.get("RANK", "0") == "0":
+        golds = split[column][:200]
+        text = [gold for gold in golds if not reads_as_math(gold)]
+        if text:
+            named = ", ".join(f"'{_gold_answer(gold)}'" for gold in text[:3])
+            verb = "reads" if len(math_rewards) == 1 else "read"
+            print(f"note: {' and '.join(math_rewards)} {verb} golds as numbers and math, and {len(text)} of the first "
+                  f"{len(golds)} in {dataset_name}'s '{column}' are text ({named}): a completion that states one "
+                  "scores 0 unless it is in <answer></answer> or \\boxed{}, where it is read as symbols ('enemy' "
+                  "equals 'meney'); --reward_funcs exact_match compares text")
+
+
+def reads_math(func) -> bool:
+    """Whether a reward grades with `accuracy`, which reads golds as numbers and math."""
+    while isinstance(func, (CheckedReward, functools.partial)):
+        func = func.reward_func if isinstance(func, CheckedReward) else func.func
+    return func in (accuracy_reward, reasoning_accuracy_reward, cosine_reward)
+
+
+def reads_as_math(gold) -> bool:
+    """Whether `accuracy` reads a gold as a number or math wherever a completion states it: a number, a gold with
+    digits, LaTeX or operators, or one it finds in "The answer is <gold>."; text (`enemy`, `Paris`, `B`) it does not.
+
+    >>> [reads_as_math(gold) for gold in ["72", r"\\frac{1}{2}", "x > 1", "#### 18", "enemy", "New York", "B", None]]
+    [True, True, True, True, False, False, False, True]
+    """
+    gold = _gold_answer(gold)
+    return not gold or bool(MATH_SIGN.search(gold)) or extract_answer(f"The answer is {gold}.") is not None
 
 
 def check_reward_model(path: str, trust_remote_code: bool = False) -> None:
@@ -226,6 +263,29 @@ def reasoning_accuracy_reward(completions, answer=None, solution=None, **kwargs)
     [1.0, 0.0, 0.0]
     """
     return accuracy_reward([after_thinking(completion_text(c)) for c in completions], answer=answer, solution=solution)
+
+
+@reads(columns=[("answer", "solution")], correctness=True, final_answer=lambda text: exact_answer(text))
+def exact_match_reward(completions, answer=None, solution=None, **kwargs) -> list[float | None]:
+    r"""1.0 if the final answer equals the gold `answer` (or `solution`) column as text, or one of a list of golds,
+    else 0.0; None without a gold. Both are compared normalised (`normalize_text`: case, punctuation, symbols and
+    spacing aside). The final answer (`exact_answer`) is the last `<answer>`, else the last `\boxed{}`, else the line
+    after the last `####`, else the sentence after the last "the answer is", else the whole completion: for golds
+    that are words, names or letters, which `accuracy` reads as math. A list of guesses is not the gold.
+
+    >>> exact_match_reward(['enemy"', "The answer is Paris.", "Paris, London or Rome", "**Yes**", r"\boxed{\text{B}}"],
+    ...                    answer=["enemy", "paris", "Paris", ["yes", "y"], "(B)"])
+    [1.0, 1.0, 0.0, 1.0, 1.0]
+    """
+    golds = answer if answer is not None else solution
+    if golds is None:
+        return [None] * len(completions)
+    rewards = []
+    for completion, gold in zip(completions, golds, strict=True):
+        accepted = {normalize_text(_gold_answer(g)) for g in (gold if isinstance(gold, (list, tuple)) else [gold])}
+        accepted.discard("")
+        rewards.append(float(exact_answer(completion_text(completion)) in accepted) if accepted else None)
+    return rewards
 
 
 def format_reward(completions, **kwargs) -> list[float]:
@@ -449,6 +509,7 @@ LATEX_OR_ASIDE = re.compile(rf"(?P<latex>{LATEX_SPAN.pattern})|\([^()\n]*\)|\[[^
 # "The answer is", "Answer:": math-verify reads the answer after these first; so does prose, in their sentence
 ANSWER_PHRASE = re.compile(r"\banswer\s*(?:is|was|would be|will be|:|=)", re.IGNORECASE)
 SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+MATH_SIGN = re.compile(r"[\d\\^_=<>+*/{}]")  # a gold with any of these is math (or a number) to `accuracy`
 LONE_LETTER = re.compile(r"\b(?![aAI]\b)[A-Za-z]\b|\b(?:pi|sqrt)\b")  # a variable: "5 x" is not 5
 # Anti-hacking: numbers joined by spaces, commas, semicolons, "or" or "and" are a list of guesses (math-verify would
 # read "3 4 5" as 3 + 4 + 5); a thousands comma is not, and an expression ("7 / 8", "7-8") is graded as what it is
@@ -491,6 +552,33 @@ def final_answer(text: str) -> str | None:
     answer = extract_answer(text)
     number = _to_number(answer) if answer is not None else None
     return str(number) if number is not None else answer
+
+
+def exact_answer(text: str) -> str:
+    """The final answer as exact_match compares it, normalised: the last `<answer>`, `\\boxed{}` or `####` line, else
+    the sentence after the last "the answer is", else the whole text.
+
+    >>> [exact_answer(t) for t in ["<answer> Paris </answer>", "#### New York", "The answer is: B.", 'enemy"']]
+    ['paris', 'new york', 'b', 'enemy']
+    """
+    answer = _answer_tag(text)
+    answer = _last_boxed(text) if answer is None else answer
+    if answer is None and "####" in text:
+        answer = text.rsplit("####", 1)[1].strip().split("\n", 1)[0]
+    if answer is None and (phrases := list(ANSWER_PHRASE.finditer(text))):
+        answer = SENTENCE_END.split(text[phrases[-1].end():].lstrip(), maxsplit=1)[0]
+    return normalize_text(text if answer is None else answer)
+
+
+def normalize_text(text: str) -> str:
+    r"""Text as exact_match compares it: LaTeX's `\text{}` unwrapped, Unicode's compatibility forms, case folded,
+    punctuation and symbols removed, spacing collapsed (SQuAD's normalisation, articles kept: `A` is an answer).
+
+    >>> normalize_text("  **Café**, s'il vous  plaît! "), normalize_text(r"\text{New York}"), normalize_text("(B)")
+    ('café sil vous plaît', 'new york', 'b')
+    """
+    text = unicodedata.normalize("NFKC", LATEX_TEXT.sub(r"\1", text)).casefold()
+    return " ".join("".join(c for c in text if not unicodedata.category(c).startswith(("P", "S"))).split())
 
 
 def after_thinking(text: str) -> str:

@@ -28,6 +28,7 @@ from rewards import (
 PROBES = {
     "accuracy": ("<think>easy</think><answer></answer> the answer is 7", {"answer": ["7"]}, 1.0),  # empty answer tag
     "reasoning_accuracy": ("<think>it is 7</think> I am not sure.", {"answer": ["7"]}, 1.0),  # only while thinking
+    "exact_match": ("<answer></answer> The answer is Paris, London or Rome", {"answer": ["Paris"]}, 1.0),  # guesses
     "format": ("<think></think><answer> </answer>", {}, 1.0),  # the tags, with nothing in the answer
     "soft_format": ("<think></think><answer> </answer>", {}, 1.0),
     "tag_count": ("<think><think></think></think><answer>1</answer><answer>2</answer>", {}, 0.5),  # tag spam
@@ -279,6 +280,51 @@ def test_a_missing_column_is_said_with_the_advice_that_can_help():
     assert str(err.value) == ("reward 'accuracy' needs a column 'answer' or 'solution', and mine.jsonl has: prompt; "
                               "add one to the data, or, if the reward can score without it, give its argument a "
                               "default (answer=None)")
+
+
+# Golds that are text (issue 68: `target` golds like `enemy` scored 0 under accuracy, completions `enemy"` included)
+@pytest.mark.parametrize("text, gold, expected", [
+    ('enemy"', "enemy", 1.0),  # the whole completion, its punctuation aside
+    ("The answer is Paris.", "paris", 1.0),  # the sentence after "the answer is", case aside
+    ("Answer: New  York", "New York", 1.0),
+    ("<answer>**Yes**</answer>", "yes", 1.0),
+    (r"\boxed{\text{B}}", "(B)", 1.0),  # a multiple-choice letter, however either side writes it
+    ("#### Café", "cafe\u0301", 1.0),  # Unicode's two spellings of é
+    ("Lyons", ["Lyon", "Lyons"], 1.0),  # one of several golds
+    ("I think it is Paris.", "Paris", 0.0),  # more than the answer, with no answer marked
+    ("Paris London", "Paris", 0.0),  # guesses
+    ("<answer>London</answer> The answer is Paris.", "Paris", 0.0),  # the marked answer counts
+    ("A", "the", 0.0),  # articles are kept: `A` is an answer
+    ("Paris", "", None), ("Paris", None, None),  # no gold
+])
+def test_exact_match_compares_text(text, gold, expected, fmt):
+    [reward] = get_reward_funcs(["exact_match"], 64)
+    assert reward(fmt([text]), answer=[gold]) == [expected]
+
+
+def test_text_golds_under_accuracy_are_noted_before_training(capsys):
+    """accuracy, reasoning_accuracy and cosine read golds as math: golds that are text are counted, named and pointed
+    to exact_match before any model loads; numbers, math and exact_match's own golds are not."""
+    from datasets import Dataset
+
+    from rewards import check_columns
+
+    def note(names, golds, column="answer"):
+        check_columns(get_reward_funcs(names, 8), [Dataset.from_dict({"prompt": ["q"] * len(golds), column: golds}),
+                                                   None], "mine.jsonl")
+        return capsys.readouterr().out
+
+    said = note(["accuracy", "format"], ["enemy", "42", "Paris", r"\frac{1}{2}", "#### 7", "B", "x > 1"])
+    assert said.startswith("note: accuracy reads golds as numbers and math, and 3 of the first 7 in mine.jsonl's "
+                           "'answer' are text ('enemy', 'Paris', 'B'): ") and "--reward_funcs exact_match" in said
+    assert note(["cosine", "reasoning_accuracy"], ["yes"], "solution").startswith(
+        "note: cosine and reasoning_accuracy read golds as numbers and math, and 1 of the first 1 in mine.jsonl's "
+        "'solution' are text ('yes')")
+    assert note(["accuracy"], ["42", "3.5 dollars", r"\boxed{\sqrt{2}}", "(1, 2)"]) == ""
+    assert note(["exact_match", "format"], ["enemy"]) == ""
+    with pytest.raises(ValueError, match=r"--dataset_answer_column <column> \(a gold it reads as a number or math; "
+                                         r"for text, --reward_funcs exact_match\)$"):
+        note(["accuracy"], ["enemy"], "target")
 
 
 def test_dotted_path_import_failure():
