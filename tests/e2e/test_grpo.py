@@ -231,13 +231,13 @@ def test_default_run_learns(tmp_path):
     assert re.search(r"^accuracy +pass@1 +[0-9.]+±[0-9.]+ +[0-9.]+±[0-9.]+$", proc.stdout, re.M)
     assert_held_out_summary(out, proc.stdout)
 
-    # The project's Python this run imported: the script, rewards.py and the three extras it turns on (their lines are
+    # The project's Python this run imported: the script, rewards.py and the extras it turns on (their lines are
     # a figure docs/testing.md reports, not a limit: a cap bought compressed code, issue 47)
     imported = [Path(f).resolve() for f in json.loads((tmp_path / "imported.json").read_text())]
     lines = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in imported
              if p.is_relative_to(REPO) and p.relative_to(REPO).parts[0] in (SCRIPT, "rewards.py", "extras")}
     assert set(lines) == {SCRIPT, "rewards.py", "extras/__init__.py", "extras/cli.py", "extras/evaluation.py",
-                          "extras/outputs.py"}
+                          "extras/outputs.py", "extras/runtime.py"}
     print(f"the default run imports {sum(lines.values())} lines of the project's Python: {lines}")  # a figure
 
 
