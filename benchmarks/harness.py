@@ -38,6 +38,7 @@ def run_logged(cmd: list[str], log_path: Path, threads: int = 1) -> float:
     The peak is the run's own (os.wait4's rusage, ru_maxrss), not that of other runs going on beside it.
     """
     env = {**os.environ, **ONE_THREAD_OFFLINE, "OMP_NUM_THREADS": str(threads)}
+    cmd = replacing(cmd)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
@@ -53,7 +54,14 @@ def threads_env(threads: int) -> dict:
 
 def command(script: str, args: list, python: str = sys.executable) -> list[str]:
     """`python benchmarks/timed_run.py <script> <args>`, the command line a run uses (relative to the repo root)."""
-    return [python, str(BENCH.relative_to(REPO) / "timed_run.py"), script, *map(str, args)]
+    return replacing([python, str(BENCH.relative_to(REPO) / "timed_run.py"), script, *map(str, args)])
+
+
+def replacing(cmd: list) -> list:
+    """A run of a script with --overwrite_output_dir: a benchmark reruns into its own folders, and a script refuses a
+    folder that holds another run."""
+    runs_a_script = any(str(part).endswith("_trl_example.py") for part in cmd)
+    return [*cmd, "--overwrite_output_dir", "true"] if runs_a_script and "--output_dir" in map(str, cmd) else cmd
 
 
 def show(cmd: list[str], env: dict | None = None, time_v: bool = False) -> str:
