@@ -232,7 +232,7 @@ def test_default_run_learns(tmp_path):
     assert_held_out_summary(out, proc.stdout)
 
     # The project's Python this run imported: the script, rewards.py and the extras it turns on (their lines are
-    # a figure docs/testing.md reports, not a limit: a cap bought compressed code, issue 47)
+    # a figure to report, not a limit: a cap bought compressed code, issue 47)
     imported = [Path(f).resolve() for f in json.loads((tmp_path / "imported.json").read_text())]
     lines = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in imported
              if p.is_relative_to(REPO) and p.relative_to(REPO).parts[0] in (SCRIPT, "rewards.py", "extras")}

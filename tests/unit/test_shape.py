@@ -1,7 +1,7 @@
 """The project's shape: two scripts and rewards.py at the top, every other module an opt-in extra in extras/.
 
 The default GRPO run's imports are counted in tests/e2e/test_grpo.py (test_default_run_learns), on the run itself.
-The scripts' lengths are a figure the docs report (docs/testing.md), not a limit: a cap met exactly bought compressed
+The scripts' lengths are a figure to report (`wc -l`), not a limit: a cap met exactly bought compressed
 code (issue 47).
 """
 
@@ -97,8 +97,8 @@ def test_each_script_declares_what_it_runs_on_and_both_agree_with_the_requiremen
 
 def test_the_readmes_set_up_runs_the_quick_tests_and_ci_runs_its_test_commands():
     """Set-up's block runs the quick tests, not the whole suite (14-30 minutes as a second line is no welcome); CI
-    runs every test command of the README's Test section; and the suites' times are given in docs/testing.md alone,
-    where they are measured, not three ways."""
+    runs every test command of the README's Test section; and the suites' times are measured in BENCHMARKS.md
+    (section 26) alone, not three ways."""
     readme = (REPO / "README.md").read_text()
     setup_block = re.search(r"## Set up, run, test\n.*?```bash\n(.*?)```", readme, re.S)[1]
     pytest_lines = [line for line in setup_block.splitlines() if "pytest" in line]
