@@ -12,8 +12,8 @@ from conftest import REPO, THREADS, read_jsonl
 
 PAGE = REPO / "docs" / "your-own-run.md"
 # appended to each training command: the page's runs take minutes; these decide whether its files and flags work
-CUTS = {"outputs/grpo": "--max_steps 2 --eval_max_prompts 2 --eval_num_samples 2",
-        "outputs/ppo": "--total_episodes 16 --eval_max_prompts 2 --eval_num_samples 2"}
+CUTS = {"outputs/grpo": "--max_steps 1 --eval_max_prompts 2 --eval_num_samples 2",
+        "outputs/ppo": "--total_episodes 8 --eval_max_prompts 2 --eval_num_samples 2"}
 
 
 def blocks(language: str) -> list[str]:
