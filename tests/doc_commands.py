@@ -108,6 +108,8 @@ def is_local(path) -> bool:
 
 def for_a_gpu(command: Command) -> bool:
     """A command written for a GPU machine: launched across processes, or training a model this repository does not
-    bundle (a hub id: a GPU recipe's, or a flag's)."""
+    bundle (a hub id: a GPU recipe's, or a flag's). A model named by a shell variable (`$MODEL`) is the page's own
+    shell's, which a test of that page sets (docs/your-own-run.md: tests/e2e/test_your_own_run.py)."""
     models = [command.setting(key) for key in ("model_name_or_path", "sft_model_path")]
-    return bool(command.launch) or any(model and not is_local(model) for model in models)
+    return bool(command.launch) or any(model and not is_local(model) and not str(model).startswith("$")
+                                       for model in models)
