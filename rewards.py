@@ -145,9 +145,7 @@ def check_columns(reward_funcs: list, splits: list, dataset_name: str) -> None:
 
 def reads_math(func) -> bool:
     """Whether a reward grades with `accuracy`, which reads golds as numbers and math."""
-    while isinstance(func, (CheckedReward, functools.partial)):
-        func = func.reward_func if isinstance(func, CheckedReward) else func.func
-    return func in (accuracy_reward, reasoning_accuracy_reward, cosine_reward)
+    return getattr(func, "declared", func) in (accuracy_reward, reasoning_accuracy_reward, cosine_reward)
 
 
 def reads_as_math(gold) -> bool:
@@ -409,18 +407,18 @@ class CheckedReward:
     def __init__(self, name: str, reward_func: Callable):
         self.__name__ = name
         self.reward_func = reward_func
-        declared = reward_func.func if isinstance(reward_func, functools.partial) else reward_func
-        self.columns = getattr(declared, "columns", None)
+        # the function itself, under its settings (a partial): what it declares with @reads, and which reward it is
+        self.declared = reward_func.func if isinstance(reward_func, functools.partial) else reward_func
+        self.columns = getattr(self.declared, "columns", None)
         if self.columns is None:  # undeclared: the arguments its signature requires that trainers do not pass
             self.columns = tuple(p.name for p in inspect.signature(reward_func).parameters.values()
                                  if p.default is p.empty and p.name not in TRAINER_KWARGS
                                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-        self.correctness = getattr(declared, "correctness", False)
+        self.correctness = getattr(self.declared, "correctness", False)
 
     @property
     def final_answer(self) -> Callable | None:  # read, not kept: a lambda does not pickle
-        func = self.reward_func.func if isinstance(self.reward_func, functools.partial) else self.reward_func
-        return getattr(func, "final_answer", None)
+        return getattr(self.declared, "final_answer", None)
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
         try:
