@@ -38,10 +38,9 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     actions = {}
     for action in parser._actions:  # the first of a flag's actions holds its default (`--no_<flag>` is the second)
         actions.setdefault(action.dest, action)
-    for action in parser._actions:  # `--stop_token none`: PPOConfig's None, a completion that never stops (TRL's
-        if action.dest == "stop_token":  # parser takes only `eos`)
-            action.choices = ("eos", None)
-            action.type = lambda value: None if value.lower() == "none" else value
+    if "stop_token" in actions:  # `--stop_token none`: PPOConfig's None, a completion that never stops (TRL's parser
+        actions["stop_token"].choices = ("eos", None)  # takes only `eos`)
+        actions["stop_token"].type = lambda value: None if value.lower() == "none" else value
     defaults = vars(parser.parse_known_args([])[0])
     recipe = None
     if "--config" in args:
@@ -57,10 +56,9 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     if default_run and recipe:
         sys.exit(f"error: --config {recipe} names no model: add `model_name_or_path: ...` to it, or give "
                  "--model_name_or_path")
-    script = Path(sys.argv[0]).resolve()
     if default_run and not default_recipe.is_file():
         sys.exit(f"error: a run that names no model is the default run, which reads "
-                 f"{Path(*default_recipe.parts[-3:])}, not beside {script.name}: name your model with "
+                 f"{Path(*default_recipe.parts[-3:])}, not beside {Path(sys.argv[0]).name}: name your model with "
                  "--model_name_or_path and your prompts with --dataset_name, or copy the file from the repository")
     if default_run:  # its model and data beside the script, where a recipe's paths are read from the working folder
         config = read_recipe(str(default_recipe), actions)
