@@ -145,6 +145,18 @@ def test_the_default_run_is_its_recipe(name, monkeypatch, tmp_path):
         script.parse_args([f"--config={tmp_path / 'only-a-seed.yaml'}"])
 
 
+@pytest.mark.parametrize("name", ALGOS)
+def test_the_default_run_without_its_recipe_says_what_to_name(name, monkeypatch, tmp_path):
+    """A copy with extras/ and no recipes/: a run that names no model stops in one line, naming the file it lacks and
+    the flags that replace it, before anything loads."""
+    script = SCRIPTS[name]
+    monkeypatch.setattr(script, "DEFAULT_RECIPE", tmp_path / "recipes" / "tiny" / f"{name}.yaml")
+    with pytest.raises(SystemExit, match=rf"^error: a run that names no model is the default run, which reads "
+                                         rf"recipes/tiny/{name}.yaml, not beside .*: name your model with "
+                                         r"--model_name_or_path and your prompts with --dataset_name"):
+        script.parse_args([])
+
+
 # Flags that TRL's configs check in __post_init__, each against the recipe's other settings: what the default run
 # does with them, `--config recipes/tiny/<algo>.yaml` does (a group of 16 took a generation batch of TRL's 8 in the
 # default run, parsed first with TRL's defaults, and was refused)
