@@ -1,8 +1,9 @@
 """How a run of the scripts starts and ends, and what a CPU needs that a GPU does not (docs/outputs.md):
 
     start(script, trl)   before the libraries load: Ctrl-C in one line; on a machine without a GPU, OpenMP threads
-                         that sleep while they wait; the trl named first, and, run by another environment's Python,
-                         the same command in the script's own (PPO's .venv-ppo, which setup.sh makes)
+                         that sleep while they wait; no notice the imports would print (IMPORT_NOTICES); the trl named
+                         first, and, run by another environment's Python, the same command in the script's own (PPO's
+                         .venv-ppo, which setup.sh makes)
     run(main, *args)     main() with the upstream notices silenced, Ctrl-C as one line that says which checkpoint is
                          kept, and the trainer freed before Python's shutdown
     score_completions_only()
@@ -14,6 +15,7 @@ This module imports only the standard library at its top: a script imports it be
 import atexit
 import gc
 import hashlib
+import logging
 import os
 import signal
 import sys
@@ -29,12 +31,21 @@ _run = {"started": False, "output_dir": None}  # set by run(): Ctrl-C then ends 
 _pressed = threading.Event()  # Ctrl-C was pressed
 _handled = threading.Event()  # the interrupt reached run(), or Python is exiting
 
+# Notices a library logs while it is imported that say nothing about the run, by logger and the words they begin with
+# (extras/outputs.py's `quiet` silences those a run prints later)
+IMPORT_NOTICES = {
+    # bitsandbytes 0.50, which peft imports, on a CPU with AVX512-BF16: its faster 4-bit matmul would be a kernel
+    # downloaded from the hub at run time (the `kernels` package); without it, bitsandbytes' own kernel runs
+    "bitsandbytes.backends.cpu.ops": "Failed to load CPU gemm_4bit_forward from kernels-community",
+}
+
 
 def start(script: str, trl: str, environment: str | None = None) -> None:
     """What a run does before it imports torch, transformers and trl (10-25 s). `environment`: the virtual environment
     beside the script that has its `trl`, where a run by another Python goes on."""
     signal.signal(signal.SIGINT, interrupt)  # Ctrl-C in one line, not the libraries' traceback
     atexit.register(_handled.set)
+    silence_import_notices()
     # On a CPU shared with other work, a torch thread that waits for the others sleeps instead of spinning on a core
     # they need: the default runs beside another torch job take 1.3-1.4x their time on an idle machine, not 4-8x, and
     # idle no longer (BENCHMARKS.md, section 13). OpenMP reads it once, when torch loads it; a GPU machine is left be.
@@ -60,6 +71,21 @@ def start(script: str, trl: str, environment: str | None = None) -> None:
         os.execv(own / "bin" / "python", [own / "bin" / "python", *sys.argv])
     if installed and first:
         print(f"{name} on trl {installed}" + ("" if installed == trl else f", untested: the tests run on trl {trl}"))
+
+
+def silence_import_notices() -> list:
+    """IMPORT_NOTICES not printed, from now on; returns the list of those silenced, which grows as they come."""
+    silenced = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith(IMPORT_NOTICES[record.name]):
+            silenced.append(record.getMessage())
+            return False
+        return True
+
+    for name in IMPORT_NOTICES:
+        logging.getLogger(name).addFilter(keep)
+    return silenced
 
 
 def interrupt(signum, frame) -> None:

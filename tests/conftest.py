@@ -187,7 +187,8 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     argv = [*launcher, str(REPO / script), *map(str, args)]
     one_process = not launcher or (len(launcher) == 1 and launcher[0].endswith(".py"))  # the spy launcher is one
     python = script_python(script)
-    if one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1" and warm_python(python).can_fork(env):
+    if (one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1"
+            and warm_python(python).can_fork(env, REPO / script)):
         proc = warm_python(python).run(argv, cwd=cwd, env=env, timeout=timeout)
     else:
         proc = subprocess.run([python, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -6,8 +6,9 @@ stdin from /dev/null) and exits as Python exits (atexit, non-daemon threads join
 Why: importing those libraries takes ~8 s of CPU on this project's 2-core machine and a tiny run ~10-20 s, so imports
 were over half of the suite's time (README, Test). What a forked run shares with the warm interpreter is only what
 those imports did, and `start` checks that they printed and warned nothing, so a run's output is what a fresh process
-prints. `conftest.run_script` uses it only where that holds (see `can_fork`); multi-process launches, a
-sitecustomize.py on PYTHONPATH and environment variables the libraries read on import get a real subprocess.
+prints. The imports run after extras/runtime.py's silence_import_notices, as a script's do; a script without it
+beside (a bare copy) gets a fresh process where that silenced a notice. `conftest.run_script` uses it only where that
+holds (see `can_fork`); multi-process launches, a sitecustomize.py on PYTHONPATH and environment variables the libraries read on import get a real subprocess.
 """
 
 import json
@@ -19,6 +20,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+RUNTIME = Path(__file__).resolve().parents[1] / "extras" / "runtime.py"
 
 # Imported once by the warm interpreter: the heavy libraries both scripts import, except modules that warn on import
 # (trl.experimental: a run must print that warning itself) or whose import a script configures (matplotlib's backend).
@@ -35,11 +38,16 @@ READ_ON_IMPORT = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "
 SERVER = r'''
 import json, os, runpy, sys, warnings
 
-def serve(imports, attributes):
+def serve(imports, attributes, runtime):
     protocol = os.fdopen(os.dup(1), "w")
     log = os.open(os.environ.pop("WARM_IMPORT_LOG"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(log, 1)  # what the imports print, and their warnings, go to a file that must stay empty
     os.dup2(log, 2)
+    import importlib.util  # extras/runtime.py under a name of its own: a copied script imports its own extras
+    spec = importlib.util.spec_from_file_location("warm_runtime", runtime)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    silenced = module.silence_import_notices()  # as a script does before its imports
     read = set()  # the environment variables the imports read: by name, or all of them in a copy (a safe excess)
     class Recording(type(os.environ)):
         def __getitem__(self, key):
@@ -57,7 +65,7 @@ def serve(imports, attributes):
     sys.stderr.flush()
     for w in caught:
         os.write(log, f"{w.filename}:{w.lineno}: {w.category.__name__}: {w.message}\n".encode())
-    protocol.write(json.dumps({"env": dict(os.environ), "read": sorted(read)}) + "\n")  # ready
+    protocol.write(json.dumps({"env": dict(os.environ), "read": sorted(read), "silenced": silenced}) + "\n")  # ready
     protocol.flush()
     for line in sys.stdin:
         request = json.loads(line)
@@ -91,7 +99,7 @@ def run(argv, cwd, env, stdout, stderr):
         sys.exit(1)
     sys.exit(0)  # leaves through the interpreter's own exit: atexit handlers, threads joined, streams flushed
 
-serve(json.loads(sys.argv[1]), json.loads(sys.argv[2]))
+serve(json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3])
 '''
 
 
@@ -103,7 +111,7 @@ class WarmPython:
         workdir.mkdir(parents=True, exist_ok=True)
         import_log = workdir / "imports.log"
         self.proc = subprocess.Popen(
-            [python, "-c", SERVER, json.dumps(IMPORTS), json.dumps(ATTRIBUTES)],
+            [python, "-c", SERVER, json.dumps(IMPORTS), json.dumps(ATTRIBUTES), str(RUNTIME)],
             env={**self.env, "WARM_IMPORT_LOG": str(import_log)}, cwd=workdir, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -112,18 +120,21 @@ class WarmPython:
         # the environment as the imports left it (torch sets TORCHINDUCTOR_CACHE_DIR, as it does in pytest's process),
         # and the variables they looked up by name (trackio, which trl imports, reads TRACKIO_DIR then)
         self.env_after_imports, self.read_on_import = ready["env"], set(ready["read"])
+        self.silenced = ready["silenced"]  # notices runtime.silence_import_notices kept from printing
         printed = import_log.read_text()
         if printed:  # a run of its own would print this: forking would hide it
             self.close()
             raise RuntimeError(f"importing {IMPORTS} printed or warned, so a forked run would not:\n{printed}")
         self.runs = 0
 
-    def can_fork(self, env: dict) -> bool:
-        """Whether a run with `env` would see the same imports as a fresh process."""
+    def can_fork(self, env: dict, script: str) -> bool:
+        """Whether a run of `script` with `env` would see the same imports as a fresh process."""
         changed = {k for k in set(env) | set(self.env)
                    if env.get(k) != self.env.get(k) and env.get(k) != self.env_after_imports.get(k)} - {"PYTHONPATH"}
         paths = [Path(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        silences = (Path(script).parent / "extras" / "runtime.py").exists()
         return (not any(k.startswith(READ_ON_IMPORT) or k in self.read_on_import for k in changed)
+                and (silences or not self.silenced)
                 and not any((p / name).exists() for p in paths for name in ("sitecustomize.py", "usercustomize.py")))
 
     def run(self, argv: list[str], cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
