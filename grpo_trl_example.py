@@ -73,10 +73,10 @@ from trl import (GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParse
 
 from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
 
-if runtime:  # one-sentence checks, a readable --help and the default run; the run's records and plots
-    from extras import cli, outputs
+if runtime:  # one-sentence checks, a readable --help and the default run; the run's folder, records and plots
+    from extras import cli, outputs, run_folder
 else:
-    cli = outputs = None
+    cli = outputs = run_folder = None
 
 # A run that names no model, with extras/: the bundled tiny model learning addition, as --config would read it
 DEFAULT_RECIPE = Path(__file__).resolve().parent / "recipes" / "tiny" / "grpo.yaml"
@@ -131,8 +131,9 @@ class GRPOScriptArguments(ScriptArguments, RewardArguments):
     environment_factory: str | None = field(default=None, metadata={
         "help": "A stateful environment whose methods are tools: notebook, or module.Class (extras/tools.py)."})
     overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Replace the run that --output_dir holds, its files removed first; without it such a folder stops the "
-                "run, unless the run continues it (--resume_from_checkpoint last). Needs extras/."})
+        "help": "Replace the run that --output_dir holds: the files runs write are removed, nothing else, and a folder "
+                "that holds another file or this run's inputs is refused. Without it such a folder stops the run, "
+                "unless the run continues it (--resume_from_checkpoint last). Needs extras/."})
     no_signal_patience: int = field(default=5, metadata={
         "help": "Warn after this many logs without a learning signal (0: never)."})
     stop_on_no_signal: bool = field(default=False, metadata={"help": "Stop cleanly at that warning."})
@@ -156,9 +157,12 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     targets = model_args.lora_target_modules  # TRL passes one name alone to peft as a regex of a whole module path
     if isinstance(targets, str) and targets.isidentifier():
         model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
-    if cli:  # the run's paths, models, launch and packages; `last`, the newest complete checkpoint
+    if cli:  # the run's paths, models, launch and packages
         cli.check(script_args, training_args, model_args)
-        training_args.resume_from_checkpoint = cli.checkpoint(training_args, script_args)
+    if run_folder:  # a folder of its own: continued, replaced or new; `last`, the newest complete checkpoint
+        inputs = [("--model_name_or_path", model_args.model_name_or_path), ("--dataset_name", script_args.dataset_name),
+                  *[("--reward_model_name_or_path", path) for path in script_args.reward_model_name_or_path]]
+        training_args.resume_from_checkpoint = run_folder.prepare(training_args, script_args, inputs)
     check_generation_boundaries(training_args)  # no reused completions in a checkpoint: save where a generation begins
 
     ################

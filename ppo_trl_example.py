@@ -86,10 +86,12 @@ with warnings.catch_warnings():  # PPOTrainer is in trl.experimental in trl 1.12
     from trl.experimental.ppo import PPOConfig, PPOTrainer
     from trl.experimental.utils import first_true_indices, get_reward
 
-if runtime:  # one-sentence checks, a readable --help and the default run; the run's records and plots; PPO's extras
-    from extras import cli, outputs, ppo as extras_ppo
+# With extras/: one-sentence checks, a readable --help and the default run; the run's folder, records and plots; and
+# PPO's own (extras/ppo.py)
+if runtime:
+    from extras import cli, outputs, ppo as extras_ppo, run_folder
 else:
-    cli = outputs = extras_ppo = None
+    cli = outputs = extras_ppo = run_folder = None
 
 # A run that names no model, with extras/: the bundled tiny model learning addition, as --config would read it
 DEFAULT_RECIPE = Path(__file__).resolve().parent / "recipes" / "tiny" / "ppo.yaml"
@@ -144,7 +146,8 @@ class PPOScriptArguments(ScriptArguments, RewardArguments):
     eval_max_prompts: int = field(default=256, metadata={"help": "Evaluate at most this many held-out prompts."})
     eval_only: bool = field(default=False, metadata={"help": "Evaluate --model_name_or_path (or its adapter) only."})
     overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Replace the run that --output_dir holds (else such a folder stops the run). Needs extras/."})
+        "help": "Replace the run that --output_dir holds, its files alone (else such a folder stops the run). Needs "
+                "extras/."})
     no_signal_patience: int = field(default=5, metadata={"help": "Warn after this many updates without signal."})
     stop_on_no_signal: bool = field(default=False, metadata={"help": "Stop cleanly at that warning."})
     tools: list[str] = field(default_factory=list, metadata={"help": "Refused: tool calling is GRPO's."})
@@ -171,7 +174,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if cli:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         cli.check(script_args, training_args, model_args)
         extras_ppo.check_options(script_args, training_args)
-        training_args.resume_from_checkpoint = cli.checkpoint(training_args, script_args)  # `last`: the newest one
+    if run_folder:  # a folder of its own: continued, replaced or new; `last`, the newest complete checkpoint
+        inputs = [("--model_name_or_path", policy_path), ("--dataset_name", script_args.dataset_name),
+                  ("--reward_model_path", training_args.reward_model_path),
+                  ("--value_model_path", script_args.value_model_path)]
+        training_args.resume_from_checkpoint = run_folder.prepare(training_args, script_args, inputs)
 
     ################
     # Dataset and tokenizer

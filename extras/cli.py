@@ -6,14 +6,12 @@ import argparse
 import dataclasses
 import difflib
 import importlib.util
-import json
 import os
 import re
 import sys
 from pathlib import Path
 
 import torch
-from accelerate import PartialState
 
 
 def parse(parser, refused: dict[str, str], args: list[str] | None = None, default_recipe: Path | None = None) -> tuple:
@@ -90,6 +88,9 @@ def read_values(parser, config: dict, args: list[str], actions: dict, config_cla
         os.environ[key] = str(value)
     parser.set_defaults_with_config(**config)
     values, unknown = parser.parse_known_args(args)
+    if config.get("overwrite_output_dir") and values.output_dir != config.get("output_dir"):
+        parser.set_defaults(overwrite_output_dir=False)  # a recipe replaces its own folder's run, not a folder named
+        values, unknown = parser.parse_known_args(args)  # by flag (--overwrite_output_dir can)
     if unknown:
         name = next((u for u in unknown if u.startswith("-")), unknown[0])
         what = f"unknown option {name.split('=')[0]}" if name.startswith("-") else f"unexpected argument {name!r}"
@@ -437,77 +438,3 @@ def checkpoint_weights(model: str, revision: str | None) -> dict[str, list[int]]
             for name in weights.keys():
                 shapes[name] = weights.get_slice(name).get_shape()
     return shapes
-
-
-def checkpoint(training_args, script_args) -> str | None:
-    """The checkpoint the run resumes from (resolve_checkpoint), in a folder that is the run's own
-    (one_run_per_folder)."""
-    found = resolve_checkpoint(training_args)
-    one_run_per_folder(training_args, script_args, found)
-    return found
-
-
-def resolve_checkpoint(training_args) -> str | None:
-    """--resume_from_checkpoint: a folder, or `last` (`true`) for the newest complete checkpoint in --output_dir, one
-    whose trainer_state.json (written last) parses; transformers' get_last_checkpoint returns it whole or not. With
-    none yet, `last` starts afresh, so that one restart command serves the first run too."""
-    wanted = training_args.resume_from_checkpoint
-    found = None
-    if wanted is None or wanted.lower() not in ("last", "true"):
-        if wanted is not None and not Path(wanted).is_dir():
-            sys.exit(f"error: --resume_from_checkpoint {wanted}: no such directory; `last` resumes from the newest "
-                     "complete checkpoint in --output_dir")
-        found = wanted
-    else:
-        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
-
-        out = training_args.output_dir
-        for candidate in reversed(sort_checkpoints(out, PREFIX_CHECKPOINT_DIR) if Path(out).is_dir() else []):
-            try:
-                json.loads((Path(candidate) / "trainer_state.json").read_text())
-                found = candidate
-                break
-            except (OSError, json.JSONDecodeError):
-                print(f"skipping incomplete checkpoint {candidate}")
-        if found is None and PartialState().is_main_process:
-            print(f"--resume_from_checkpoint {wanted}: no complete checkpoint in {out} yet, so the run starts afresh")
-    return found
-
-
-# What a run writes into --output_dir, which makes a folder a run's
-RUN_FILES = ("checkpoint-*", "metrics.jsonl", "completions.jsonl", "summary.json", "eval.json", "model.safetensors",
-             "model-*.safetensors", "adapter_model.safetensors")
-
-
-def one_run_per_folder(training_args, script_args, resumed: str | None) -> None:
-    """A run never takes another run's records or checkpoints for its own: a folder that holds a run is refused in one
-    line, unless the run continues it (a checkpoint of that folder), replaces it (--overwrite_output_dir: its files
-    are removed first) or only evaluates beside it (--eval_only). A resume says which run and step it continues."""
-    out = Path(training_args.output_dir)
-    held = sorted({p.name for pattern in RUN_FILES for p in out.glob(pattern)}) if out.is_dir() else []
-    main = PartialState().is_main_process
-    if resumed and main:
-        try:
-            state = json.loads((Path(resumed) / "trainer_state.json").read_text())
-        except (OSError, json.JSONDecodeError):  # a path given whole, which the trainer will read or refuse
-            state = {}
-        of = f" of {state['max_steps']}" if state.get("max_steps") else ""
-        episode = f", episode {state['episode']}" if "episode" in state else ""  # PPO's prompts sampled so far
-        print(f"resuming from {resumed}, the run in {out}: step {state.get('global_step', '?')}{of}{episode}")
-    if not held or script_args.eval_only or resumed and Path(resumed).resolve().parent == out.resolve():
-        return
-    listed = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
-    if not script_args.overwrite_output_dir:
-        sys.exit(f"error: --output_dir {out} holds a run already ({listed}): a run needs a folder of its own: give "
-                 "another --output_dir, replace that run with --overwrite_output_dir, or continue it with "
-                 "--resume_from_checkpoint last")
-    if out.resolve() in (Path.cwd(), *Path.cwd().parents, Path.home()):
-        sys.exit(f"error: --overwrite_output_dir would remove {out.resolve()}, the working directory or one above it: "
-                 "give the run a folder of its own")
-    PartialState().wait_for_everyone()  # every process has looked before the main one removes it
-    if main:
-        import shutil
-
-        print(f"--overwrite_output_dir: removing {out}, which held a run ({listed})")
-        shutil.rmtree(out)
-    PartialState().wait_for_everyone()

@@ -130,13 +130,17 @@ class ShortLogs(ProgressCallback):
 
 def tidy(trainer) -> None:
     """Short log lines (--disable_tqdm keeps transformers' printer), and no hub model card in --output_dir unless the
-    run pushes to the hub: TRL writes one at every checkpoint, where a local model's links to huggingface.co/None. On
+    run pushes to the hub: TRL writes one at every checkpoint, where a local model's links to huggingface.co/None, and
+    peft one with every adapter it saves (a README.md of a user's there, it rewrites). On
     resume, no warning that the checkpoint lacks an output layer tied to the input embeddings: it is saved once, as
     the embeddings, and tied again on load (transformers warns as it compares with another list, of keys not saved)."""
     if trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(ShortLogs)
     if not trainer.args.push_to_hub:
         trainer.create_model_card = lambda *args, **kwargs: None
+        for module in trainer.model.modules():  # a PeftModel, PPO's policy inside its wrapper
+            if hasattr(module, "create_or_update_model_card"):
+                module.create_or_update_model_card = lambda *args, **kwargs: None
 
     run = weakref.ref(trainer)  # the logger outlives the run, and must not keep its models alive
 

@@ -108,9 +108,9 @@ def said() -> str:
     out = _run["output_dir"]
     if out is None or not Path(out).is_dir():
         return "\ninterrupted"
-    from transformers.trainer_utils import get_last_checkpoint
+    from extras.run_folder import last_checkpoint
 
-    kept = get_last_checkpoint(out)
+    kept = last_checkpoint(out)  # what --resume_from_checkpoint last resumes
     return (f"\ninterrupted; {kept} is kept: the same command with --resume_from_checkpoint last continues from it"
             if kept else "\ninterrupted")
 

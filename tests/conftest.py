@@ -185,6 +185,8 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     # sets PYTORCH_NVML_BASED_CUDA_CHECK=1 when asked whether CUDA is available) is no part of a user's shell.
     env = {**START_ENV, **THREADS, **(env or {})}
     argv = [*launcher, str(REPO / script), *map(str, args)]
+    out = Path(cwd, argv[argv.index("--output_dir") + 1]) if "--output_dir" in argv else None
+    before = set(out.iterdir()) if out and out.is_dir() else set()
     one_process = not launcher or (len(launcher) == 1 and launcher[0].endswith(".py"))  # the spy launcher is one
     python = script_python(script)
     if (one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1"
@@ -192,6 +194,11 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
         proc = warm_python(python).run(argv, cwd=cwd, env=env, timeout=timeout)
     else:
         proc = subprocess.run([python, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if out and out.is_dir() and script.endswith("_trl_example.py"):  # what replacing a run may remove, and only that
+        from extras.run_folder import is_run_file
+
+        unknown = sorted(p.name for p in set(out.iterdir()) - before if not is_run_file(p))
+        assert not unknown, f"{script} wrote {unknown} into --output_dir, which extras/run_folder.RUN_FILES lacks"
     if check and proc.returncode != 0:
         # A launcher's traceback fills the end of stderr; a process's own fatal error can sit far above it.
         fatal = [line for line in proc.stderr.splitlines() if line.startswith(FATAL)]

@@ -6,12 +6,11 @@ import signal
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import pytest
 import torch
 
-from conftest import REPO, THREADS, read_jsonl, run_script
+from conftest import ADDITION, REPO, THREADS, read_jsonl, run_script
 
 from extras.outputs import read_jsonl_lenient
 
@@ -71,40 +70,47 @@ def assert_before_is_the_run_start(out, start: dict, stdout: str) -> None:
     assert "evaluating (before" not in stdout and "before -> after" in stdout
 
 
-def resolve_checkpoint(wanted, output_dir):
-    """extras.cli.resolve_checkpoint for `--resume_from_checkpoint wanted --output_dir output_dir`."""
-    from extras.cli import resolve_checkpoint
+# A reward that raises at its FAIL_AT-th call in a run, and scores 0 before it
+FLAKY = """
+import os
 
-    return resolve_checkpoint(SimpleNamespace(resume_from_checkpoint=wanted and str(wanted),
-                                              output_dir=str(output_dir)))
-
-
-def test_resume_last_skips_a_checkpoint_cut_short(tmp_path):
-    for step, state in [(10, "{}"), (20, '{"global_st'), (30, None)]:  # complete, torn write, killed before the state
-        (tmp_path / f"checkpoint-{step}").mkdir()
-        if state is not None:
-            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(state)
-    assert resolve_checkpoint("last", tmp_path) == str(tmp_path / "checkpoint-10")
-    assert resolve_checkpoint(str(tmp_path / "checkpoint-30"), str(tmp_path)) == str(tmp_path / "checkpoint-30")
-    assert resolve_checkpoint(None, str(tmp_path)) is None
-    with pytest.raises(SystemExit, match="checkpoint-40: no such directory"):
-        resolve_checkpoint(str(tmp_path / "checkpoint-40"), str(tmp_path))
+calls = 0
 
 
-def test_resume_last_ignores_directories_that_are_not_step_checkpoints(tmp_path):
-    """`checkpoint-best` (e.g. copied there by a user or a callback) is not a checkpoint of a step: skip it."""
+def flaky(completions, **kwargs):
+    global calls
+    calls += 1
+    if calls >= int(os.environ["FAIL_AT"]):
+        raise RuntimeError("the reward fails")
+    return [0.0] * len(completions)
+"""
 
-    for name in ("checkpoint-5", "checkpoint-best", "checkpoint-40"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "trainer_state.json").write_text("{}")
-    assert resolve_checkpoint("last", tmp_path) == str(tmp_path / "checkpoint-40")
 
+@pytest.mark.parametrize("script, length", [
+    ("grpo_trl_example.py", ["--max_steps", 3, "--logging_steps", 1]),
+    ("ppo_trl_example.py", ["--total_episodes", 192]),  # 3 updates of 64, the reward called once for each
+])
+def test_a_run_that_crashed_is_rerun_by_the_same_command(tmp_path, script, length):
+    """A run that crashed at its first step left empty records, which refused the fixed rerun as a run, and so did the
+    `--resume_from_checkpoint last` it advised; one that crashed later, with no checkpoint yet, refused `last` too,
+    which starts afresh where there is no complete checkpoint: it does now, replacing the crashed run's files."""
+    (tmp_path / "fragile.py").write_text(FLAKY)
+    out = tmp_path / "out"
+    args = ["--output_dir", out, *length, "--eval_num_samples", 0, "--save_strategy", "steps", "--save_steps", 100]
+    crashed = run_script(script, *args, "--reward_funcs", "fragile.flaky", cwd=tmp_path, check=False,
+                         env={"PYTHONPATH": str(tmp_path), "FAIL_AT": "1"})
+    assert crashed.returncode == 1 and "the reward fails" in crashed.stderr
+    assert not read_jsonl(out / "metrics.jsonl")  # the records of a run that logged nothing
 
-def test_resume_last_with_nothing_to_resume_starts_afresh(tmp_path, capsys):
-    """One restart command serves the first run too: `last` before any checkpoint starts the run, and says so."""
-    assert resolve_checkpoint("last", str(tmp_path / "empty")) is None
-    said = capsys.readouterr().out
-    assert f"no complete checkpoint in {tmp_path / 'empty'} yet, so the run starts afresh" in said
+    later = run_script(script, *args, "--reward_funcs", "fragile.flaky", cwd=tmp_path, check=False,
+                       env={"PYTHONPATH": str(tmp_path), "FAIL_AT": "3"})
+    assert later.returncode == 1 and "the reward fails" in later.stderr
+    assert [m["step"] for m in read_jsonl(out / "metrics.jsonl") if "reward" in m] == [1, 2]
+
+    fixed = run_script(script, *args, "--resume_from_checkpoint", "last", cwd=tmp_path)
+    assert f"--resume_from_checkpoint last: no complete checkpoint in {out}, so the run starts afresh" in fixed.stdout
+    assert "replacing the run in" in fixed.stdout and "metrics.jsonl" in fixed.stdout
+    assert [m["step"] for m in read_jsonl(out / "metrics.jsonl") if "reward" in m] == [1, 2, 3]
 
 
 @pytest.mark.parametrize("reuse", [[], ["--num_iterations", 2], ["--steps_per_generation", 2]],
@@ -260,13 +266,13 @@ def test_ctrl_c_ends_the_run_where_a_library_catches_everything(tmp_path, script
     ("grpo_trl_example.py", ["--max_steps", 4, "--save_steps", 2, "--logging_steps", 1]),
     ("ppo_trl_example.py", ["--total_episodes", 256, "--save_steps", 2]),  # 4 updates, each logged
 ])
-def test_a_folder_holds_one_run(tmp_path, script, length):
+def test_a_folder_holds_one_run_and_the_users_files_beside_it(tmp_path, script, length):
     """A second run into a used --output_dir resumed the first (its checkpoint, step 41 of 40) and mixed the two runs'
-    records: it stops in one line before loading, unless it continues that run or is told to replace it, and a resume
-    says which run and step it continues."""
+    records: it stops in one line before loading, unless it continues that run or is told to replace it. Replacing
+    removed the whole folder, a user's notes and the base model trained on with it: it removes the run's files alone,
+    and refuses where the folder holds anything else or the run's own model. A finished run resumed trains nothing."""
     out = tmp_path / "out"
-    first = ["--output_dir", out, *length, "--save_strategy", "steps", "--eval_num_samples", 0,
-             "--overwrite_output_dir", "false"]
+    first = ["--output_dir", out, *length, "--save_strategy", "steps", "--eval_num_samples", 0]
     run_script(script, *first, cwd=tmp_path)
     kept = sorted(p.name for p in out.iterdir())
 
@@ -277,12 +283,32 @@ def test_a_folder_holds_one_run(tmp_path, script, length):
     assert sorted(p.name for p in out.iterdir()) == kept  # nothing of it touched
 
     resumed = run_script(script, *first, "--resume_from_checkpoint", "last", cwd=tmp_path)
-    assert f"resuming from {out / 'checkpoint-4'}, the run in {out}: step 4 of 4" in resumed.stdout
+    assert not (out / "checkpoint-5").exists() and max(m["step"] for m in read_jsonl(out / "metrics.jsonl")) == 4
+    if script.startswith("grpo"):  # GRPOTrainer, resumed at its last step, trained one more
+        assert resumed.stdout.strip().splitlines()[-1] == (f"the run in {out} has finished: checkpoint-4 is step 4 of "
+                                                           "4, so there is nothing to train (raise --max_steps to "
+                                                           "train on)")
+    else:  # PPO resumes in the script's own loop, which trains no update past the last
+        assert f"resuming from {out / 'checkpoint-4'}, the run in {out}: step 4 of 4" in resumed.stdout
 
-    replaced = run_script(script, *first[:-1], "true", "--learning_rate", 1e-4, "--save_strategy", "no",
-                          cwd=tmp_path)
-    assert f"--overwrite_output_dir: removing {out}, which held a run (checkpoint-2, checkpoint-4" in replaced.stdout
-    assert not list(out.glob("checkpoint-*"))  # the first run's are gone with it
+    (out / "notes.txt").write_text("mine")
+    refused = run_script(script, *first, "--overwrite_output_dir", "true", cwd=tmp_path, check=False)
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
+        f"error: --overwrite_output_dir would replace the run in {out}, which also holds files no run writes "
+        "(notes.txt): a run removes only its own files; move those, or give another --output_dir")
+    (out / "notes.txt").unlink()
+    from_checkpoint = run_script(script, *first, "--overwrite_output_dir", "true", "--model_name_or_path",
+                                 out / "checkpoint-4", "--dataset_name", ADDITION, cwd=tmp_path, check=False)
+    assert from_checkpoint.returncode == 1 and "which holds this run's --model_name_or_path" in from_checkpoint.stderr
+    assert sorted(p.name for p in out.iterdir()) == kept
+
+    link = tmp_path / "link"  # a link to the folder: what it points to is replaced, and the link kept
+    link.symlink_to(out)
+    replaced = run_script(script, *first[2:], "--output_dir", link, "--overwrite_output_dir", "true",
+                          "--learning_rate", 1e-4, "--save_strategy", "no", cwd=tmp_path)
+    assert f"--overwrite_output_dir: replacing the run in {link}, removing its checkpoint-2, checkpoint-4," in (
+        replaced.stdout)
+    assert link.is_symlink() and not list(out.glob("checkpoint-*"))  # the first run's are gone
     summary = json.loads((out / "summary.json").read_text())
     assert summary["training_args"]["learning_rate"] == 1e-4
     assert [m["step"] for m in read_jsonl(out / "metrics.jsonl")] == list(range(1, 5))  # this run's alone

@@ -146,6 +146,21 @@ def test_the_default_run_is_its_recipe(name, monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("name", ALGOS)
+def test_a_recipe_replaces_its_own_folders_run_only(name, tmp_path, capsys):
+    """`python grpo_trl_example.py --output_dir results` emptied results/ of everything: the default run's recipe set
+    overwrite_output_dir for whatever folder the run wrote to. A recipe's `true` is its own output_dir's; a folder
+    named by flag is replaced only by the flag."""
+    script = SCRIPTS[name]
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text(f"model_name_or_path: m\ndataset_name: d\noutput_dir: {tmp_path / 'mine'}\n"
+                      "overwrite_output_dir: true\n")
+    for argv, replaces in [([], True), (["--output_dir", "results"], False),
+                           (["--output_dir", "results", "--overwrite_output_dir", "true"], True)]:
+        assert script.parse_args(argv)[0].overwrite_output_dir is replaces, argv  # the default run
+        assert script.parse_args(["--config", str(recipe), *argv])[0].overwrite_output_dir is replaces, argv
+
+
+@pytest.mark.parametrize("name", ALGOS)
 def test_the_default_run_without_its_recipe_says_what_to_name(name, monkeypatch, tmp_path):
     """A copy with extras/ and no recipes/: a run that names no model stops in one line, naming the file it lacks and
     the flags that replace it, before anything loads."""
