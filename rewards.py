@@ -518,6 +518,14 @@ GUESS_SEPARATOR = re.compile(r"\s*[,;]\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+|\s+
 PLAIN_NUMBER = re.compile(
     rf"[$€£]?\s*((?:{NUMBER.pattern})(?:[eE][-+]?\d+)?)\s*%?(?:\s+(?!(?:pi|sqrt|[a-zA-Z])\b)[a-zA-Z]+\.?){{0,3}}")
 PROSE = re.compile(r"[A-Za-z\s.,:;!?'\"*$%€£]*")  # the words around one number ("The answer is 18.")
+# normalize_text: what changes an answer, besides the math symbols (Unicode's Sm: + < = > ~ ...); a thousands
+# separator; a list's or heading's mark at a line's start; a full stop or comma before no digit; the spaces around a
+# sign
+ANSWER_SIGNS = "-#%/^"
+THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+LINE_MARK = re.compile(r"^[ \t]*(?:[-*+\u2022]|#+)[ \t]+", re.MULTILINE)
+BEFORE_NO_DIGIT = re.compile(r"[.,](?!\d)")
+SPACED_SIGN = re.compile(r" ?([-+=<>/^%\u00d7\u00f7\u2260\u2264\u2265]) ?")
 LATEX_TEXT = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox)\{([^{}]*)\}")  # \text{ dollars} -> " dollars"
 LATEX_PLAIN = [("\\,", ""), ("\\!", ""), ("{,}", ","), ("\\ ", " "), ("\\;", " "), ("~", " "), ("\\$", "$"),
                ("\\%", "%")]
@@ -569,14 +577,23 @@ def exact_answer(text: str) -> str:
 
 
 def normalize_text(text: str) -> str:
-    r"""Text as exact_match compares it: LaTeX's `\text{}` unwrapped, Unicode's compatibility forms, case folded,
-    punctuation and symbols removed, spacing collapsed (SQuAD's normalisation, articles kept: `A` is an answer).
+    r"""Text as exact_match compares it: LaTeX's `\text{}` unwrapped, Unicode's compatibility forms, case folded, a
+    line's list or heading mark dropped, and punctuation and symbols removed (SQuAD's normalisation, articles kept:
+    `A` is an answer), except what changes an answer: a sign (`-3`), a decimal point or comma before a digit (`3.5`,
+    `.5`, `3,5`; a thousands separator goes: `1,000` is `1000`), and the signs of math, comparison, percent and code (`3/4`,
+    `x > 1`, `50%`, `C++`, `C#`), written without the spaces around them.
 
     >>> normalize_text("  **Café**, s'il vous  plaît! "), normalize_text(r"\text{New York}"), normalize_text("(B)")
     ('café sil vous plaît', 'new york', 'b')
+    >>> [normalize_text(t) for t in ["-3.", "3.5", "3 / 4", "x > 1", "C++", "C#", "1,000", "- Paris", "−3"]]
+    ['-3', '3.5', '3/4', 'x>1', 'c++', 'c#', '1000', 'paris', '-3']
     """
-    text = unicodedata.normalize("NFKC", LATEX_TEXT.sub(r"\1", text)).casefold()
-    return " ".join("".join(c for c in text if not unicodedata.category(c).startswith(("P", "S"))).split())
+    text = unicodedata.normalize("NFKC", LATEX_TEXT.sub(r"\1", text)).casefold().replace("\u2212", "-")
+    text = LINE_MARK.sub("", THOUSANDS.sub("", text))
+    kept = "".join(c if c in ANSWER_SIGNS or unicodedata.category(c) == "Sm" or c in ".," else
+                   " " if c.isspace() else "" if unicodedata.category(c).startswith(("P", "S")) else c for c in text)
+    kept = BEFORE_NO_DIGIT.sub("", kept)  # a sentence's full stop or comma, not a decimal's
+    return SPACED_SIGN.sub(r"\1", " ".join(kept.split()))
 
 
 def after_thinking(text: str) -> str:

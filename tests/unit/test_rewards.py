@@ -296,6 +296,13 @@ def test_a_missing_column_is_said_with_the_advice_that_can_help():
     ("<answer>London</answer> The answer is Paris.", "Paris", 0.0),  # the marked answer counts
     ("A", "the", 0.0),  # articles are kept: `A` is an answer
     ("Paris", "", None), ("Paris", None, None),  # no gold
+    # what changes an answer is kept (issue 73: the wrong sign was paid), however it is spaced or written
+    ("-3", "3", 0.0), ("3", "-3", 0.0), ("The answer is \u22123.", "-3", 1.0), ("+5", "5", 0.0),
+    ("3.5", "35", 0.0), ("Answer: 3.5.", "3.5", 1.0), ("1,000", "1000", 1.0), ("3,5", "35", 0.0),
+    ("3/4", "34", 0.0), ("3 / 4", "3/4", 1.0), ("x > 1", "x < 1", 0.0), ("x >= 1", "x > 1", 0.0),
+    ("a \u2260 b", "a = b", 0.0), ("50%", "50", 0.0),
+    ("C++", "C", 0.0), ("C#", "C", 0.0), ("<answer>F#</answer>", "F#", 1.0),
+    ("- Paris", "Paris", 1.0),  # a list's mark is none of the answer
 ])
 def test_exact_match_compares_text(text, gold, expected, fmt):
     [reward] = get_reward_funcs(["exact_match"], 64)
