@@ -238,8 +238,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         tools=tools or None,
         environment_factory=environment_factory,
     )
-    if model_args.load_in_4bit or model_args.load_in_8bit:  # QLoRA: trl casts the adapters to bf16, where an Adam
-        # step at a fine-tuning learning rate is below half a unit of most weights' last place and rounds away
+    # QLoRA, by --load_in_4bit/8bit or a checkpoint saved quantized (trl's test): trl casts the adapters to bf16, where
+    # an Adam step at a fine-tuning learning rate is below half a unit of most weights' last place and rounds away
+    if getattr(trainer.model, "is_loaded_in_4bit", False) or getattr(trainer.model, "is_loaded_in_8bit", False):
         for param in trainer.model.parameters():
             if param.requires_grad:
                 param.data = param.data.float()  # back to fp32, as peft makes them (docs/scaling.md)

@@ -235,10 +235,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     model_kwargs = dict(dtype=model_args.dtype, trust_remote_code=script_args.trust_remote_code,
                         attn_implementation=model_args.attn_implementation)
     revision = model_args.model_revision  # the policy's, and so its reference's and the value model's
-    # QLoRA (--load_in_4bit/8bit): the policy's base is quantized; the value model trains in full, unquantized
-    policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision,
-                                                  quantization_config=get_quantization_config(model_args),
-                                                  **model_kwargs)
+    # QLoRA (--load_in_4bit/8bit): the policy's base is quantized; the value model trains in full, unquantized. A
+    # quantization_config of None, passed, would load a checkpoint saved quantized (`*-bnb-4bit`) as if it were not
+    quantization = {"quantization_config": get_quantization_config(model_args)} if model_args.load_in_4bit or (
+        model_args.load_in_8bit) else {}
+    policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision, **quantization, **model_kwargs)
     fit_to_tokenizer(policy, tokenizer)
     reward_model = None
     if training_args.reward_model_path:  # it reads the policy's token ids, as PPOTrainer feeds them, up to PPO's pad
@@ -259,6 +260,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     with extras_ppo.new_value_head(value_path) if extras_ppo else nullcontext():
         value_model = AutoModelForSequenceClassification.from_pretrained(value_path, num_labels=1, revision=revision,
                                                                          **model_kwargs)
+    if getattr(value_model, "hf_quantizer", None) is not None:  # a checkpoint saved quantized: the value model trains
+        value_model = value_model.dequantize(dtype=torch.float32)  # in full, under a plain optimizer
     for model in (ref_policy, value_model):
         if model is not None:
             fit_to_tokenizer(model, tokenizer)

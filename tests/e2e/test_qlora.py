@@ -3,13 +3,14 @@ LoRA adapter on a quantized base, and the adapter keeps its updates at a fine-tu
 
 trl 1.16 casts a quantized model's adapters to bf16, where an Adam step of 1e-5 is below half a unit of most
 weights' last place and rounds away (1.4% of the bundled model's lora_A entries moved in two steps, against all of
-them in fp32): grpo_trl_example.py casts them back. trl 1.12's PPOTrainer keeps peft's fp32.
+them in fp32): grpo_trl_example.py casts them back, whether the base was quantized by flag or saved so (a `*-bnb-4bit`
+checkpoint). trl 1.12's PPOTrainer keeps peft's fp32.
 """
 
 import json
 
 import pytest
-from conftest import run_script, safetensors_weights
+from conftest import ADDITION, TINY_MODEL, run_script, safetensors_weights
 
 LORA = ["--use_peft", "--lora_r", 4, "--lora_alpha", 8, "--lora_target_modules", "q_proj", "v_proj",
         "--learning_rate", 1e-5, "--save_strategy", "steps", "--save_steps", 1, "--eval_num_samples", 0]
@@ -22,14 +23,36 @@ FORMAT = {4: "nf4", 8: "int8"}
 def test_a_quantized_base_trains_fp32_adapters_that_keep_their_updates(tmp_path, script, bits):
     out = tmp_path / "out"
     proc = run_script(script, f"--load_in_{bits}bit", *LORA, *LENGTH[script], "--output_dir", out, cwd=tmp_path)
+    assert_fp32_adapters_that_move(proc, out, FORMAT[bits])
 
-    # the run says what it held: the base quantized, the adapters (and PPO's value model) trained in fp32
-    assert f"weights: trained in float32; frozen in float32, {FORMAT[bits]}" in proc.stdout
+
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+def test_a_checkpoint_saved_quantized_trains_fp32_adapters_too(tmp_path, script):
+    """A model saved in 4 bits (as the hub's `*-bnb-4bit` are) is quantized with no flag: GRPO's cast back was keyed
+    to --load_in_4bit, and its adapters trained in bf16; PPO passed a quantization_config of None, which loads such a
+    checkpoint's packed weights as plain ones and fails, and its value model, made from the same checkpoint, would
+    have been 4-bit, its layers frozen: it is dequantized, and trains in full."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+
+    saved = tmp_path / "tiny-bnb-4bit"
+    AutoModelForCausalLM.from_pretrained(TINY_MODEL, quantization_config=BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4")).save_pretrained(saved)
+    AutoTokenizer.from_pretrained(TINY_MODEL).save_pretrained(saved)
+    out = tmp_path / "out"
+    shape = (["--max_completion_length", 4] if script.startswith("grpo") else
+             ["--response_length", 4, "--per_device_train_batch_size", 64])  # the default run's, which LENGTH counts in
+    proc = run_script(script, "--model_name_or_path", saved, "--dataset_name", ADDITION, *shape, *LORA,
+                      *LENGTH[script], "--output_dir", out, cwd=tmp_path)
+    assert_fp32_adapters_that_move(proc, out, "nf4")
+
+
+def assert_fp32_adapters_that_move(proc, out, quantized: str) -> None:
+    """The run says what it held, the base quantized and the adapters (and PPO's value model) trained in fp32; and
+    lora_A, which gets its first gradient once lora_B has left 0, moves between the first checkpoint and the last by
+    about the learning rate, which a bf16 weight would round away."""
+    assert f"weights: trained in float32; frozen in float32, {quantized}" in proc.stdout
     weights = json.loads((out / "summary.json").read_text())["weights"]
-    assert weights == {"trained": ["float32"], "frozen": ["float32", FORMAT[bits]]}
-
-    # lora_A gets its first gradient once lora_B has left 0: between the first checkpoint and the last, every entry
-    # moves by about the learning rate, which a bf16 weight would round away
+    assert weights == {"trained": ["float32"], "frozen": ["float32", quantized]}
     first, last = (safetensors_weights(out / f"checkpoint-{step}" / "adapter_model.safetensors") for step in (1, 3))
     lora_a = [name for name in first if "lora_A" in name]
     assert lora_a and all(first[name].dtype == last[name].dtype == first[name].float().dtype for name in lora_a)
