@@ -672,8 +672,7 @@ def parse_args(args: list[str] | None = None) -> tuple:
 
 
 if __name__ == "__main__":
-    script_args, training_args, model_args = parse_args()
-    if runtime:  # upstream notices silenced, Ctrl-C in one line that says which checkpoint is kept, the trainer freed
-        runtime.run(main, script_args, training_args, model_args)
+    if runtime:  # upstream notices silenced, Ctrl-C in one line that says which checkpoint is kept, a refusal said once
+        runtime.run(main, parse_args)  # per launch, the trainer freed
     else:
-        main(script_args, training_args, model_args)
+        main(*parse_args())

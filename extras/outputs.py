@@ -244,13 +244,45 @@ def record(trainer, script_args, beta: float | None = None, samples: Callable[[]
         trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, beta,
                                               groups=samples is None, maximum=reward_maximum(funcs, weights.tolist())))
     print_distributed_mode(trainer)
-    if trainer.accelerator.is_main_process:  # in what precision the run trains and holds its weights: QLoRA shows
-        dtypes = weight_dtypes(trainer.model)
-        master = getattr(trainer, "is_deepspeed_enabled", False) and {"bfloat16", "float16"} & set(dtypes["trained"])
-        print(f"weights: trained in {', '.join(dtypes['trained'])}"
-              + (" (DeepSpeed's optimizer steps fp32 copies)" if master else "")
-              + f"; frozen in {', '.join(dtypes['frozen']) or '-'}", flush=True)
+    trainer.callback_handler.callbacks.insert(0, PrecisionLine(trainer))  # before the held-out evaluation's table
     return time.perf_counter()  # the clock for summary.json's runtime
+
+
+class PrecisionLine(TrainerCallback):
+    """In what precision the run trains, said as training starts, when DeepSpeed has put the model in its training
+    dtypes; summary.json's `weights` is the same record (`precision`)."""
+
+    def __init__(self, trainer):
+        self.trainer = weakref.ref(trainer)  # a callback outlives nothing of the run's
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            print(f"weights: {describe_precision(precision(self.trainer()))}", flush=True)
+
+
+def precision(trainer) -> dict:
+    """The dtypes of the weights that train and of those that do not (`weight_dtypes`), and what else decides the
+    arithmetic: the fp32 copies DeepSpeed's optimizer steps where it holds the weights in half precision, or mixed
+    precision's autocast."""
+    record = weight_dtypes(trainer.model)
+    if getattr(trainer, "is_deepspeed_enabled", False):
+        if {"bfloat16", "float16"} & set(record["trained"]):
+            record["optimizer_steps"] = "float32 copies (DeepSpeed)"
+    elif trainer.accelerator.mixed_precision != "no":
+        record["compute"] = f"{trainer.accelerator.mixed_precision} autocast"
+    return record
+
+
+def describe_precision(record: dict) -> str:
+    """
+    >>> describe_precision({"trained": ["bfloat16"], "frozen": [], "optimizer_steps": "float32 copies (DeepSpeed)"})
+    'trained in bfloat16, its optimizer stepping float32 copies (DeepSpeed); frozen in -'
+    >>> describe_precision({"trained": ["float32"], "frozen": ["bfloat16", "nf4"], "compute": "bf16 autocast"})
+    'trained in float32, computed under bf16 autocast; frozen in bfloat16, nf4'
+    """
+    steps = f", its optimizer stepping {record['optimizer_steps']}" if "optimizer_steps" in record else ""
+    compute = f", computed under {record['compute']}" if "compute" in record else ""
+    return f"trained in {', '.join(record['trained'])}{steps}{compute}; frozen in {', '.join(record['frozen']) or '-'}"
 
 
 def grpo_completions(trainer) -> list[dict]:
@@ -515,7 +547,7 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
             torch, transformers, trl, peft, accelerate, datasets)}},
         "world_size": trainer.accelerator.num_processes,
         "distributed": {**distributed_mode(trainer), "held_parameters": held},
-        "weights": weight_dtypes(trainer.model),
+        "weights": precision(trainer),
         "global_step": trainer.state.global_step, "train_runtime": runtime,
         "reward_first_20pct": first, "reward_last_20pct": last,
         "reward_per_func_last": {k: history[-1][k] for k in reward_keys} if history else {},

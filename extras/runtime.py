@@ -4,8 +4,9 @@
                          that sleep while they wait; no notice the imports would print (IMPORT_NOTICES); the trl named
                          first, and, run by another environment's Python, the same command in the script's own (PPO's
                          .venv-ppo, which setup.sh makes)
-    run(main, *args)     main() with the upstream notices silenced, Ctrl-C as one line that says which checkpoint is
-                         kept, and the trainer freed before Python's shutdown
+    run(main, parse)     main() on the parsed command, with the upstream notices silenced, Ctrl-C as one line that
+                         says which checkpoint is kept, a refusal said once per launch, and the trainer freed before
+                         Python's shutdown
     score_completions_only()
                          on a CPU, trl 1.16's chunked LM head scores the completions' positions only
 
@@ -117,15 +118,27 @@ def said() -> str:
 
 def leave() -> None:
     """End the process now, from any thread, past whatever catches exceptions."""
-    sys.stderr.write(said() + "\n")
-    sys.stderr.flush()
+    if speaks():
+        sys.stderr.write(said() + "\n")
+        sys.stderr.flush()
     os._exit(1)
 
 
-def run(main, script_args, training_args, model_args) -> None:
-    """main() as a run of the script: no upstream notice that every run would print and that says nothing about it,
-    and Ctrl-C as one line, after the trainer's progress bar has closed, saying how to go on if a checkpoint is
-    kept."""
+def run(main, parse_args) -> None:
+    """main() on what parse_args() returns, as a run of the script (`run_main`), with a refusal said once per launch:
+    every process of a launch parses the same command, reads the same folders and stops at the same check, so the
+    first process of each machine (LOCAL_RANK 0) says why, and the others leave quietly, with the same exit status."""
+    try:
+        run_main(main, *parse_args())
+    except SystemExit as stop:
+        if isinstance(stop.code, str) and not speaks():
+            raise SystemExit(1) from None
+        raise
+
+
+def run_main(main, script_args, training_args, model_args) -> None:
+    """main(): no upstream notice that every run would print and that says nothing about it, and Ctrl-C as one line,
+    after the trainer's progress bar has closed, saying how to go on if a checkpoint is kept."""
     from extras.outputs import quiet
 
     _run.update(started=True, output_dir=training_args.output_dir)  # from here, Ctrl-C ends training as below
@@ -139,6 +152,11 @@ def run(main, script_args, training_args, model_args) -> None:
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)
     if interrupted:
         sys.exit(said())
+
+
+def speaks() -> bool:
+    """Whether this process says why a run stops: the first of its machine, or a process of no launcher."""
+    return os.environ.get("LOCAL_RANK", "0") == "0"
 
 
 def score_completions_only() -> None:

@@ -26,6 +26,8 @@ import pytest
 import yaml
 from conftest import MULTIPROCESS, REPO, THREADS, free_port, read_jsonl, run_script, script_python
 
+from extras.outputs import describe_precision
+
 MODEL_FLAGS = ("model_name_or_path", "sft_model_path", "reward_model_path", "value_model_path",
                "reward_model_name_or_path")
 SIZES = {"max_steps", "total_episodes", "max_completion_length", "response_length", "output_dir"}  # set here
@@ -172,6 +174,11 @@ def test_a_printed_gpu_command_runs(run, twins, tmp_path):
     mode = MODES[run.engine] if run.engine else "single process"
     assert summary["distributed"]["mode"] == mode and summary["distributed"]["processes"] == processes
     assert f"distributed: {mode}" in stdout
+    # one record of the precision it trained in, said as it started: weights held in bf16 train only under
+    # DeepSpeed, whose optimizer steps fp32 copies (the start line said fp32 there, before DeepSpeed converted them)
+    assert f"weights: {describe_precision(summary['weights'])}" in stdout
+    if {"bfloat16", "float16"} & set(summary["weights"]["trained"]):
+        assert summary["weights"]["optimizer_steps"] == "float32 copies (DeepSpeed)" and "DeepSpeed" in mode
     metrics = read_jsonl(out / "metrics.jsonl")
     assert [m["step"] for m in metrics if "reward" in m] == [1]
 
