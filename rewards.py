@@ -580,8 +580,8 @@ def normalize_text(text: str) -> str:
     r"""Text as exact_match compares it: LaTeX's `\text{}` unwrapped, Unicode's compatibility forms, case folded, a
     line's list or heading mark dropped, and punctuation and symbols removed (SQuAD's normalisation, articles kept:
     `A` is an answer), except what changes an answer: a sign (`-3`), a decimal point or comma before a digit (`3.5`,
-    `.5`, `3,5`; a thousands separator goes: `1,000` is `1000`), and the signs of math, comparison, percent and code (`3/4`,
-    `x > 1`, `50%`, `C++`, `C#`), written without the spaces around them.
+    `.5`, `3,5`; a thousands separator goes: `1,000` is `1000`), and the signs of math, comparison, percent and code
+    (`3/4`, `x > 1`, `50%`, `C++`, `C#`), written without the spaces around them.
 
     >>> normalize_text("  **Café**, s'il vous  plaît! "), normalize_text(r"\text{New York}"), normalize_text("(B)")
     ('café sil vous plaît', 'new york', 'b')

@@ -1,4 +1,4 @@
-"""--output_dir, the folder of one run (docs/outputs.md): what a run continues, what it replaces, and what it may remove.
+"""--output_dir, the folder of one run (docs/outputs.md): what a run continues, what it replaces, what it may remove.
 
     prepare(...)           before anything loads, on every process: the checkpoint the run resumes from, or None.
                            A folder that holds a run stops a new one in one line, unless the new one continues it
@@ -24,7 +24,8 @@ from pathlib import Path
 # What runs write into --output_dir: anything else there is the user's
 RUN_FILES = (
     # the run's records and plots (extras/outputs.py, extras/evaluation.py)
-    "metrics.jsonl", "completions.jsonl", "summary.json", "eval.json", "reward_curve.png", "training_curves.png",
+    "metrics.jsonl", "completions.jsonl", "summary.json", "eval.json", "eval-[0-9]*.json", "reward_curve.png",
+    "training_curves.png",
     # the trainer's: checkpoints, its arguments, TensorBoard's logs, GRPOTrainer's --log_completions tables
     "checkpoint-[0-9]*", "training_args.bin", "runs", "completions",
     # the model (save_pretrained), or a LoRA adapter, and its tokenizer
@@ -105,25 +106,12 @@ def prepare(training_args, script_args, inputs: list[tuple[str, str | None]]) ->
     entries = sorted(out.iterdir()) if out.is_dir() else []
     ours = [entry for entry in entries if is_run_file(entry)]
 
-    found = None
-    if wanted is not None and not last:
-        if not Path(wanted).is_dir():
-            sys.exit(f"error: --resume_from_checkpoint {wanted}: no such directory; `last` resumes from the newest "
-                     "complete checkpoint in --output_dir")
-        found = Path(wanted)
-    elif last:
-        found = last_checkpoint(given)
-        newer = [p for p in checkpoints(out) if found is None or int(p.name[11:]) > int(found.name[11:])]
-        if main:
-            for checkpoint in newer:
-                print(f"skipping {checkpoint}: incomplete (no trainer_state.json), as if never saved")
-            if found is None:
-                print(f"--resume_from_checkpoint {wanted}: no complete checkpoint in {given}, so the run starts afresh")
+    found = resume_point(given, wanted, main)
     if found is not None:
         state = read_state(found)
         own = found.resolve().parent == out  # the folder's own run, continued
         if own:
-            finished(training_args, state, found)
+            finished(training_args, state, found, main)
         if main:
             of = f" of {state['max_steps']}" if state.get("max_steps") else ""
             episode = f", episode {state['episode']}" if "episode" in state else ""  # PPO's prompts sampled so far
@@ -142,6 +130,28 @@ def prepare(training_args, script_args, inputs: list[tuple[str, str | None]]) ->
     return str(found) if found else None
 
 
+def resume_point(given: str, wanted: str | None, main: bool) -> Path | None:
+    """The checkpoint --resume_from_checkpoint names: a folder, or for `last` the newest complete one in `given`, the
+    output folder (None where there is none, said)."""
+    if wanted is None:
+        return None
+    if wanted.lower() not in ("last", "true"):
+        if not Path(wanted).is_dir():
+            sys.exit(f"error: --resume_from_checkpoint {wanted}: no such directory; `last` resumes from the newest "
+                     "complete checkpoint in --output_dir")
+        return Path(wanted)
+    found = last_checkpoint(given)
+    if main:
+        out = Path(given).expanduser()
+        for checkpoint in checkpoints(out) if out.is_dir() else []:
+            if found is None or int(checkpoint.name[11:]) > int(found.name[11:]):
+                print(f"skipping {checkpoint}: incomplete (no whole trainer_state.json, which the trainer writes "
+                      "last)")
+        if found is None:
+            print(f"--resume_from_checkpoint {wanted}: no complete checkpoint in {given}, so the run starts afresh")
+    return found
+
+
 def read_state(checkpoint: Path) -> dict:
     """A checkpoint's trainer_state.json, or {} where it has none (a path the trainer will read, or refuse)."""
     try:
@@ -150,15 +160,16 @@ def read_state(checkpoint: Path) -> dict:
         return {}
 
 
-def finished(training_args, state: dict, checkpoint: Path) -> None:
+def finished(training_args, state: dict, checkpoint: Path, main: bool) -> None:
     """A finished run resumed trains nothing more: transformers' Trainer, resumed at its last step, trains one past
     it unless the step ends an epoch. The run's length is --max_steps, or the same epochs as the checkpoint's."""
     steps = training_args.max_steps
     if steps <= 0 and state.get("num_train_epochs") == getattr(training_args, "num_train_epochs", None):
         steps = state.get("max_steps", 0)
     if "episode" not in state and 0 < steps <= state.get("global_step", 0):  # PPO's own loop counts right
-        print(f"the run in {training_args.output_dir} has finished: {checkpoint.name} is step {state['global_step']} "
-              f"of {steps}, so there is nothing to train (raise --max_steps to train on)")
+        if main:
+            print(f"the run in {training_args.output_dir} has finished: {checkpoint.name} is step "
+                  f"{state['global_step']} of {steps}, so there is nothing to train (raise --max_steps to train on)")
         sys.exit(0)
 
 

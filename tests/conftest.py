@@ -194,7 +194,8 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
         proc = warm_python(python).run(argv, cwd=cwd, env=env, timeout=timeout)
     else:
         proc = subprocess.run([python, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    if out and out.is_dir() and script.endswith("_trl_example.py"):  # what replacing a run may remove, and only that
+    # what replacing a run may remove, and only that (a copy without extras/ replaces none)
+    if out and out.is_dir() and script.endswith("_trl_example.py") and (REPO / "extras" / "run_folder.py").exists():
         from extras.run_folder import is_run_file
 
         unknown = sorted(p.name for p in set(out.iterdir()) - before if not is_run_file(p))

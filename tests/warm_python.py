@@ -8,7 +8,8 @@ were over half of the suite's time (README, Test). What a forked run shares with
 those imports did, and `start` checks that they printed and warned nothing, so a run's output is what a fresh process
 prints. The imports run after extras/runtime.py's silence_import_notices, as a script's do; a script without it
 beside (a bare copy) gets a fresh process where that silenced a notice. `conftest.run_script` uses it only where that
-holds (see `can_fork`); multi-process launches, a sitecustomize.py on PYTHONPATH and environment variables the libraries read on import get a real subprocess.
+holds (see `can_fork`); multi-process launches, a sitecustomize.py on PYTHONPATH and environment variables the
+libraries read on import get a real subprocess.
 """
 
 import json

@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the scripts' folder
+from extras import runtime  # noqa: E402
+
+runtime.silence_import_notices()  # as a run does before its imports: each line below is this check's own
 from extras import cli  # noqa: E402
 from extras import ppo as extras_ppo  # noqa: E402
 
