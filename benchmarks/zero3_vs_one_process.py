@@ -37,7 +37,8 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--output_dir", type=Path)
     args = parser.parse_args()
-    name = "zero3_vs_one_process" + ("_ppo" if args.script == "ppo" else "")
+    name = "zero3_vs_one_process" + ("_ppo" if args.script == "ppo" else "") + (
+        f"_{args.steps}_steps" if args.steps != 10 else "")  # the tests' length, 4, beside the first study's 10
     args.output_dir = args.output_dir or OUTPUTS / name
     script, batch = f"{args.script}_trl_example.py", {"grpo": 16, "ppo": 32}[args.script]  # per process
     # PPO refuses COMMON_FLAGS' options (its loop never reads them), and PPOTrainer logs every update anyway
