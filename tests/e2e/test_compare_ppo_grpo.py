@@ -89,23 +89,22 @@ def test_quick_study_writes_every_run_the_table_and_the_plot(tmp_path):
 
 @BESIDE_MULTIPROCESS
 def test_the_study_runs_on_the_real_model(tmp_path, smollm2):
-    """Each algorithm from its SmolLM2 recipe, for one tiny budget and one seed: the real-model study's path end to
-    end (the study itself is a benchmark, issue 25). Completions are counted in the recipes' own batches (16 per step
-    and update). One value of each setting: nothing to sweep, and one seed (the quick study above tests the sweep and
-    the seeds' statistics; a second seed here was a second pair of SmolLM2 runs, 100 s)."""
+    """Each algorithm from its SmolLM2 recipe, for one tiny budget: the real-model study's path end to end (the study
+    itself is a benchmark, issue 25). Completions are counted in the recipes' own batches (16 per step and update).
+    One value of each setting: nothing to sweep (the quick study above tests the sweep)."""
     out = tmp_path / "study"
     recipes = REPO / "recipes" / "SmolLM2-135M-Instruct"
     run_script("benchmarks/compare_ppo_grpo.py", "--grpo_config", recipes / "grpo" / "config_chat_addition.yaml",
                "--ppo_config", recipes / "ppo" / "config_chat_addition_lora.yaml", "--grpo_lrs", 2e-5,
                "--ppo_lrs", 3e-4, "--kl_coefs", 0.05, "--groups", 8, "--iterations", 1, "--budgets", 16,
-               "--seeds", 1, "--sweep_seeds", 101, "--eval_num_samples", 1, "--extra_args", "--eval_max_prompts 2",
+               "--seeds", 1, 2, "--sweep_seeds", 101, "--eval_num_samples", 1, "--extra_args", "--eval_max_prompts 2",
                "--parallel", 1, "--output_dir", out, cwd=tmp_path, timeout=900)  # one core; the other is a worker's
     summary = json.loads((out / "summary.json").read_text())
     assert summary["sweep"] == [] and summary["picks"]["grpo"]["lr"] == 2e-5 and summary["picks"]["ppo"]["kl"] == 0.05
     assert summary["recipes"] == {"grpo": "recipes/SmolLM2-135M-Instruct/grpo/config_chat_addition.yaml",
                                   "ppo": "recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml"}
     study = [r for r in json.loads((out / "runs.json").read_text()) if r["stage"] == "study"]
-    assert sorted((r["algo"], r["seed"]) for r in study) == [("grpo", 1), ("ppo", 1)]
+    assert sorted((r["algo"], r["seed"]) for r in study) == [("grpo", 1), ("grpo", 2), ("ppo", 1), ("ppo", 2)]
     for r in study:
         assert f"--config recipes/SmolLM2-135M-Instruct/{r['algo']}/" in r["command"]
         assert r["curve"][-1][0] == 16  # one GRPO step of 16 completions, one PPO update of 16
