@@ -217,8 +217,7 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     before = set(out.iterdir()) if out and out.is_dir() else set()
     one_process = not launcher or (len(launcher) == 1 and launcher[0].endswith(".py"))  # the spy launcher is one
     python = script_python(script)
-    if (one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1"
-            and warm_python(python).can_fork(env, REPO / script)):
+    if one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1" and warm_python(python).can_fork(env):
         proc = warm_python(python).run(argv, cwd=cwd, env=env, timeout=timeout)
     else:
         proc = subprocess.run([python, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

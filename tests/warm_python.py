@@ -6,8 +6,9 @@ stdin from /dev/null) and exits as Python exits (atexit, non-daemon threads join
 Why: importing those libraries takes ~8 s of CPU on this project's 2-core machine and a tiny run ~10-20 s, so imports
 were over half of the suite's time (README, Test). What a forked run shares with the warm interpreter is only what
 those imports did, and `start` checks that they printed and warned nothing, so a run's output is what a fresh process
-prints. The imports run after extras/runtime.py's silence_import_notices, as a script's do; a script without it
-beside (a bare copy) gets a fresh process where that silenced a notice. `conftest.run_script` uses it only where that
+prints. The imports run after extras/runtime.py's silence_import_notices, as a script's do; for a script without it
+beside (a bare copy), the child first prints what that silenced, as the copy's own imports would (bitsandbytes'
+notice, on a CPU with AVX512-BF16). `conftest.run_script` uses it only where that
 holds (see `can_fork`); multi-process launches, a sitecustomize.py on PYTHONPATH and environment variables the
 libraries read on import get a real subprocess.
 """
@@ -80,11 +81,12 @@ def serve(imports, attributes, runtime):
         protocol.write(f"{os.waitstatus_to_exitcode(status)}\n")
         protocol.flush()
 
-def run(argv, cwd, env, stdout, stderr):
+def run(argv, cwd, env, stdout, stderr, notices):
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     for fd, path in ((1, stdout), (2, stderr)):
         os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+    sys.stderr.writelines(f"{notice}\n" for notice in notices)  # as logging prints a warning with no handler set
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -128,20 +130,20 @@ class WarmPython:
             raise RuntimeError(f"importing {IMPORTS} printed or warned, so a forked run would not:\n{printed}")
         self.runs = 0
 
-    def can_fork(self, env: dict, script: str) -> bool:
-        """Whether a run of `script` with `env` would see the same imports as a fresh process."""
+    def can_fork(self, env: dict) -> bool:
+        """Whether a run with `env` would see the same imports as a fresh process."""
         changed = {k for k in set(env) | set(self.env)
                    if env.get(k) != self.env.get(k) and env.get(k) != self.env_after_imports.get(k)} - {"PYTHONPATH"}
         paths = [Path(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        silences = (Path(script).parent / "extras" / "runtime.py").exists()
         return (not any(k.startswith(READ_ON_IMPORT) or k in self.read_on_import for k in changed)
-                and (silences or not self.silenced)
                 and not any((p / name).exists() for p in paths for name in ("sitecustomize.py", "usercustomize.py")))
 
     def run(self, argv: list[str], cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
         self.runs += 1
         out, err = self.workdir / f"run{self.runs}.out", self.workdir / f"run{self.runs}.err"
-        request = dict(argv=list(map(str, argv)), cwd=str(cwd), env=env, stdout=str(out), stderr=str(err))
+        silences = (Path(argv[0]).parent / "extras" / "runtime.py").exists()  # what the script's imports print
+        request = dict(argv=list(map(str, argv)), cwd=str(cwd), env=env, stdout=str(out), stderr=str(err),
+                       notices=[] if silences else self.silenced)
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         pid = int(self.readline(timeout=60))

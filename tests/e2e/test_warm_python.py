@@ -46,7 +46,7 @@ def test_a_forked_run_is_a_fresh_run(folder, how):
     env = {"PROBE": "yes", "PYTHONPATH": str(tmp_path / "lib")}
     fresh, forked = (run_script("probe.py", how, cwd=tmp_path, env=env, check=False, fresh=fresh)
                      for fresh in (True, False))
-    assert warm_python(sys.executable).can_fork({**START_ENV, **THREADS, **env}, tmp_path / "probe.py")
+    assert warm_python(sys.executable).can_fork({**START_ENV, **THREADS, **env})
     assert forked.returncode == fresh.returncode == (0 if how == "ok" else 1)
     assert forked.stdout == fresh.stdout
     assert forked.stdout.startswith('{"argv": ["%s"], "path0": true, "cwd": "%s", "name": "__main__", "threads": 1'
@@ -55,15 +55,25 @@ def test_a_forked_run_is_a_fresh_run(folder, how):
     assert forked.stderr.count("a warning of the script's own") == fresh.stderr.count("a warning of the script's own")
 
 
+def test_a_forked_script_without_the_extras_prints_what_its_imports_print(tmp_path, monkeypatch):
+    """The warm interpreter imported the libraries with bitsandbytes' notice silenced, as the scripts do: a script
+    that does not (a bare copy) gets the notice from its forked child, as its own imports print it in a fresh
+    process, where the CPU has AVX512-BF16 (and nothing elsewhere)."""
+    monkeypatch.setattr("conftest.REPO", tmp_path)
+    (tmp_path / "bare.py").write_text("import peft\nprint('imported')\n")
+    fresh, forked = (run_script("bare.py", cwd=tmp_path, fresh=fresh) for fresh in (True, False))
+    assert forked.stdout == fresh.stdout == "imported\n"
+    assert forked.stderr == fresh.stderr
+
+
 def test_what_libraries_read_on_import_gets_a_fresh_process():
     warm = warm_python(sys.executable)
-    script = REPO / "grpo_trl_example.py"
-    assert warm.can_fork({**warm.env, "SPY_FILE": "x"}, script)
-    assert not warm.can_fork({**warm.env, "OMP_NUM_THREADS": "2"}, script)
-    assert not warm.can_fork({**warm.env, "TRANSFORMERS_VERBOSITY": "info"}, script)
+    assert warm.can_fork({**warm.env, "SPY_FILE": "x"})
+    assert not warm.can_fork({**warm.env, "OMP_NUM_THREADS": "2"})
+    assert not warm.can_fork({**warm.env, "TRANSFORMERS_VERBOSITY": "info"})
     # read by name while importing, whatever its prefix: transformers' USE_TORCH, trackio's TRACKIO_DIR (trl imports it)
     assert {"USE_TORCH", "TRACKIO_DIR"} <= warm.read_on_import
-    assert not warm.can_fork({**warm.env, "USE_TORCH": "0"}, script)
+    assert not warm.can_fork({**warm.env, "USE_TORCH": "0"})
 
 
 def test_a_run_past_its_timeout_is_killed(folder):
