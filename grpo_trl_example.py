@@ -244,6 +244,11 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         for param in trainer.model.parameters():
             if param.requires_grad:
                 param.data = param.data.float()  # back to fp32, as peft makes them (docs/scaling.md)
+        # bitsandbytes on a CPU with AVX512-BF16 repacks a 4-bit layer the first time it runs in eval mode (the
+        # held-out evaluation) for a matmul with no backward: no adapter got a gradient after it. Its plain one trains
+        for module in trainer.model.modules():
+            if hasattr(module, "support_avx512bf16_for_cpu"):
+                module.support_avx512bf16_for_cpu = False
     evaluation = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
         evaluation = extra("evaluation", "--eval_num_samples").for_grpo(trainer, eval_dataset, eval_source,
@@ -392,7 +397,8 @@ def extra(name: str, flag: str):
 
 def make_parser() -> TrlParser:
     """TRL's configs, with a CPU's defaults where there is no GPU."""
-    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
+    # allow_abbrev=False: a flag short of its last letters (--learning_rat) is an unknown one, not the flag it begins
+    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig), allow_abbrev=False)
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None)

@@ -17,7 +17,7 @@
 # ///
 """PPO with TRL's PPOTrainer: a template to copy.
 
-    python ppo_trl_example.py       # the bundled tiny model learns addition on a CPU, in under a minute
+    python ppo_trl_example.py       # the bundled tiny model learns addition on a CPU, in about 1-2 minutes
     python ppo_trl_example.py --config recipes/SmolLM2-135M-Instruct/ppo/config_chat_addition_lora.yaml
     accelerate launch --config_file accelerate_configs/zero3.yaml ppo_trl_example.py --config RECIPE.yaml
 
@@ -240,6 +240,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     quantization = {"quantization_config": get_quantization_config(model_args)} if model_args.load_in_4bit or (
         model_args.load_in_8bit) else {}
     policy = AutoModelForCausalLM.from_pretrained(policy_path, revision=revision, **quantization, **model_kwargs)
+    # bitsandbytes on a CPU with AVX512-BF16 repacks a 4-bit layer the first time it runs in eval mode (the held-out
+    # evaluation) for a matmul with no backward: no adapter got a gradient after it. Its plain one trains
+    for module in policy.modules():
+        if hasattr(module, "support_avx512bf16_for_cpu"):
+            module.support_avx512bf16_for_cpu = False
     fit_to_tokenizer(policy, tokenizer)
     reward_model = None
     if training_args.reward_model_path:  # it reads the policy's token ids, as PPOTrainer feeds them, up to PPO's pad
@@ -648,7 +653,8 @@ def extra(name: str, flag: str):
 
 def make_parser() -> TrlParser:
     """TRL's configs, with a CPU's defaults where there is no GPU, and a completion that ends at its stop token."""
-    parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig))
+    # allow_abbrev=False: a flag short of its last letters (--learning_rat) is an unknown one, not the flag it begins
+    parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig), allow_abbrev=False)
     if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
         parser.set_defaults(use_cpu=True, bf16=False)
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None,

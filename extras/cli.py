@@ -39,6 +39,7 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     if "stop_token" in actions:  # `--stop_token none`: PPOConfig's None, a completion that never stops (TRL's parser
         actions["stop_token"].choices = ("eos", None)  # takes only `eos`)
         actions["stop_token"].type = lambda value: None if value.lower() == "none" else value
+        actions["stop_token"].metavar = "{eos,none}"  # as typed, not as parsed
     defaults = vars(parser.parse_known_args([])[0])
     recipe = None
     if "--config" in args:
@@ -112,8 +113,8 @@ def settings_line(origin: str, values, config_class: str) -> str:
     """Where a run's settings came from, the main ones, and what it leaves off."""
     steps = getattr(values, "max_steps", -1)
     episodes = getattr(values, "total_episodes", None)
-    length = (f"{steps} steps" if steps > 0 else f"total_episodes {episodes}" if episodes else
-              f"{values.num_train_epochs:g} epochs")
+    length = (f"{steps} step{'s' * (steps != 1)}" if steps > 0 else f"total_episodes {episodes}" if episodes else
+              f"{values.num_train_epochs:g} epoch{'s' * (values.num_train_epochs != 1)}")
     shown = [length if key == "length" else f"{key} {getattr(values, key):g}" if isinstance(getattr(values, key), float)
              else f"{key} {getattr(values, key)}" for key in SHOWN[config_class]]
     off = "" if values.eval_num_samples > 0 else "; off: the held-out evaluation (--eval_num_samples K)"
@@ -207,13 +208,16 @@ COUNTERPARTS_WHY = {"num_generations": "PPO samples one completion per prompt, a
 
 
 def nearest(name: str, actions: dict, prefix: str = "") -> str:
-    """The option meant: the one `name` begins (--conf, a prefix argparse leaves to TrlParser, which takes --config
-    whole), else the closest spelling."""
+    """The option meant: those `name` begins (the parsers take no abbreviation: --learning_rat is no flag), else the
+    closest spelling."""
     name = name.replace("-", "_")
     options = [a for a in actions if a != "help"] + (["config"] if prefix else [])  # a flag, not a recipe key
     begun = [option for option in options if option.startswith(name)]
-    close = begun if len(begun) == 1 else difflib.get_close_matches(name, options, n=1, cutoff=0.6)
-    return f"; did you mean {prefix}{close[0]}?" if close else " (--help lists every option)"
+    close = [prefix + option for option in begun[:3] or difflib.get_close_matches(name, options, n=1, cutoff=0.6)]
+    if not close:
+        return " (--help lists every option)"
+    named = ", ".join(close[:-1]) + " or " + close[-1] if len(close) > 1 else close[0]
+    return f"; did you mean {named}{', ...' if len(begun) > 3 else ''}?"
 
 
 def read_recipe(path: str, actions: dict) -> dict:
