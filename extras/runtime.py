@@ -28,6 +28,7 @@ from pathlib import Path
 # Ctrl-C: a run that has not ended this many seconds after it, because a library's bare `except:` caught what the
 # handler raised (datasets' fingerprinting does, inside Dataset.map), ends then, from a thread of its own
 GRACE = 3.0
+INTERRUPTED = 130  # the exit status of a process Ctrl-C ended (128 + SIGINT), as shells and tools read it
 _run = {"started": False, "output_dir": None}  # set by run(): Ctrl-C then ends training, and says what is kept
 _pressed = threading.Event()  # Ctrl-C was pressed
 _handled = threading.Event()  # the interrupt reached run(), or Python is exiting
@@ -100,7 +101,7 @@ def interrupt(signum, frame) -> None:
     timer.daemon = True  # it never holds a run that ends
     timer.start()
     if not _run["started"]:
-        sys.exit("\ninterrupted")
+        stop("\ninterrupted")
     raise KeyboardInterrupt
 
 
@@ -121,7 +122,15 @@ def leave() -> None:
     if speaks():
         sys.stderr.write(said() + "\n")
         sys.stderr.flush()
-    os._exit(1)
+    os._exit(INTERRUPTED)
+
+
+def stop(message: str) -> None:
+    """End the run as interrupted: `message`, said by the process that speaks, and Ctrl-C's exit status."""
+    if speaks():
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    raise SystemExit(INTERRUPTED)
 
 
 def run(main, parse_args) -> None:
@@ -151,7 +160,7 @@ def run_main(main, script_args, training_args, model_args) -> None:
         interrupted = True
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)
     if interrupted:
-        sys.exit(said())
+        stop(said())
 
 
 def speaks() -> bool:

@@ -13,6 +13,7 @@ import torch
 from conftest import ADDITION, REPO, THREADS, read_jsonl, run_script
 
 from extras.outputs import read_jsonl_lenient
+from extras.runtime import INTERRUPTED
 
 
 def kill_after(script: str, args: list, out, checkpoint: int, logged: int, cwd) -> None:
@@ -217,7 +218,7 @@ def test_ctrl_c_stops_in_one_line_that_says_how_to_go_on(tmp_path, script, flags
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     stderr = proc.communicate(timeout=60)[1]
-    assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
+    assert proc.returncode == INTERRUPTED and "Traceback" not in stderr, stderr[-3000:]  # 130, as shells expect
     last = stderr.strip().splitlines()[-1]
     assert last.startswith(f"interrupted; {out}/checkpoint-") and last.endswith(
         "is kept: the same command with --resume_from_checkpoint last continues from it"), last
@@ -258,7 +259,7 @@ def test_ctrl_c_ends_the_run_where_a_library_catches_everything(tmp_path, script
     proc.send_signal(signal.SIGINT)
     interrupted = time.time()
     stderr = proc.communicate(timeout=60)[1]
-    assert time.time() - interrupted < GRACE + 5 and proc.returncode == 1, stderr[-2000:]
+    assert time.time() - interrupted < GRACE + 5 and proc.returncode == INTERRUPTED, stderr[-2000:]
     assert stderr.strip().splitlines()[-1] == "interrupted" and "Traceback" not in stderr, stderr[-2000:]
 
 

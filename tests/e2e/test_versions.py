@@ -99,4 +99,4 @@ def test_ctrl_c_while_the_libraries_load_prints_one_line(script, tmp_path):
     assert " on trl " in proc.stdout.readline()
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 1 and stderr.strip().splitlines() == ["interrupted"], stderr[-3000:]
+    assert proc.returncode == 130 and stderr.strip().splitlines() == ["interrupted"], stderr[-3000:]  # 128 + SIGINT
