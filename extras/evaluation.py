@@ -218,18 +218,43 @@ def standard_error(values) -> float | None:
     return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1) / len(values))
 
 
+def per_prompt_metrics(func, per_prompt: list[dict], num_samples: int) -> list[dict]:
+    """Each prompt's own metrics (its samples' mean reward, pass@k, majority vote, greedy reward) for one reward: the
+    metrics of the evaluation are their means over the prompts."""
+    name = func.__name__
+    return [metrics_of(func, [p["rewards"][name]], [p["greedy"][name]], [p["completions"]], num_samples)
+            for p in per_prompt]
+
+
 def standard_errors(reward_funcs, per_prompt: list[dict], num_samples: int) -> dict:
-    """{reward: {metric: standard error}} over the prompts: each metric is a mean over prompts of a prompt's own value
-    (its samples' mean reward, pass@k, majority vote, greedy reward), whose spread over the prompts gives its error.
-    With 8 prompts an untrained model's pass@1 came out 0.31 in one run and 0.47 in another."""
+    """{reward: {metric: standard error}} over the prompts: each metric is a mean over prompts of a prompt's own value,
+    whose spread over the prompts gives its error. With 8 prompts an untrained model's pass@1 came out 0.31 in one run
+    and 0.47 in another."""
     errors = {}
     for func in reward_funcs:
-        name = func.__name__
-        values = [metrics_of(func, [p["rewards"][name]], [p["greedy"][name]], [p["completions"]], num_samples)
-                  for p in per_prompt]
-        errors[name] = {metric: standard_error(v[metric] for v in values) for metric in values[0]} if values else {}
+        values = per_prompt_metrics(func, per_prompt, num_samples)
+        errors[func.__name__] = {metric: standard_error(v[metric] for v in values) for metric in values[0]} if (
+            values) else {}
     kls = [mean(p["kl_to_reference"]) for p in per_prompt if p["kl_to_reference"]]
     return errors | ({"kl": {"to_reference": standard_error(kls)}} if kls else {})
+
+
+def paired_changes(reward_funcs, before: list[dict], after: list[dict], num_samples: int) -> dict:
+    """{reward: {metric: {"change": after - before, "standard_error": its error}}} over the prompts scored both times.
+    The same prompts before and after: each prompt's own change carries the comparison, and how hard a prompt is,
+    which both measurements share, cancels, so the error of the change is that of the prompts' changes, smaller than
+    the two errors taken as independent (the default run's pass@1: 0.046 against 0.073). Empty where the two did not
+    score the same prompts."""
+    if [p["prompt"] for p in before] != [p["prompt"] for p in after]:
+        return {}
+    changes = {}
+    for func in reward_funcs:
+        start, end = (per_prompt_metrics(func, scored, num_samples) for scored in (before, after))
+        changes[func.__name__] = {}
+        for metric in start[0] if start else {}:
+            each = [b[metric] - a[metric] for a, b in zip(start, end) if None not in (a[metric], b[metric])]
+            changes[func.__name__][metric] = {"change": mean(each), "standard_error": standard_error(each)}
+    return changes
 
 
 def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling: Sampling, seed: int, accelerator,
@@ -367,6 +392,8 @@ class BeforeAfterEval(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.run("after", state.global_step)
+        self.results["change"] = paired_changes(self.reward_funcs, self.results["before_per_prompt"],
+                                                self.results["after_per_prompt"], self.settings["num_samples"])
         self.write()
 
     def run_start(self) -> dict | None:

@@ -5,6 +5,7 @@ run lasts (`quiet`), no upstream notice that every run would print and that says
 
 import json
 import logging
+import math
 import os
 import platform
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from tqdm.auto import tqdm
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
@@ -216,6 +218,44 @@ class NoSignalWatchdog(TrainerCallback):
                      "each group, so the loss is about 0 at every step even while the policy learns. Watch the reward.")
 
 
+class DriftWatch(TrainerCallback):
+    """Warn once when the policy runs away from its reference without gaining: between two windows of `window` logs
+    the KL to the reference has at least doubled, past `floor`, while the training reward fell by more than twice the
+    error of the difference (its spread in the windows). PPO's `objective/kl` is per completion (`floor` 1 nat),
+    GRPO's `kl` per token (0.1): a PPO run whose held-out pass@1 fell from 0.087 to 0.013 ended at 3.7 (issue 75). A
+    rising KL alone is no alarm: every run that learns has one, and the default GRPO run's doubles, at a flat
+    reward, on its way to learning."""
+
+    def __init__(self, ppo: bool, window: int = 4):
+        self.key, self.floor = ("objective/kl", 1.0) if ppo else ("kl", 0.1)
+        self.window = window
+        self.fixes = ("a lower --learning_rate, a higher --kl_coef or fewer --num_ppo_epochs" if ppo else
+                      "a lower --learning_rate or a higher --beta")
+        self.history = []  # (kl, reward) at each training log
+        self.warned = False
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        from extras.evaluation import standard_error
+
+        if self.warned or not logs or logs.get(self.key) is None or logs.get("reward") is None:
+            return
+        self.history.append((logs[self.key], logs["reward"]))
+        if len(self.history) < 2 * self.window:
+            return
+        before, now = self.history[-2 * self.window:-self.window], self.history[-self.window:]
+        (kl_before, reward_before), (kl_now, reward_now) = ([sum(v) / self.window for v in zip(*part)]
+                                                            for part in (before, now))
+        error = math.hypot(*(standard_error([reward for _, reward in part]) or 0.0 for part in (before, now)))
+        if kl_now > max(2 * kl_before, self.floor) and reward_now < reward_before - 2 * error:
+            self.warned = True
+            if state.is_world_process_zero:
+                tqdm.write(f"WARNING: the policy is running away from its reference without gaining (step "
+                           f"{state.global_step}): the KL to it ({self.key}) rose from {kl_before:.3g} to "
+                           f"{kl_now:.3g} over the last {2 * self.window} logs, while the training reward fell from "
+                           f"{reward_before:.3g} to {reward_now:.3g}. Try {self.fixes}; the held-out table at the end "
+                           "says whether it got worse.")
+
+
 def reward_maximum(reward_funcs: list, weights: list[float]) -> float | None:
     """The total reward's maximum where it is known: every reward a correctness reward (1.0 exactly when right,
     rewards.reads), none weighted below 0; else None (a reward model's, or another reward's, is not known).
@@ -243,21 +283,72 @@ def record(trainer, script_args, beta: float | None = None, samples: Callable[[]
                                                                                    trainer.reward_weights)
         trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, beta,
                                               groups=samples is None, maximum=reward_maximum(funcs, weights.tolist())))
+    trainer.add_callback(DriftWatch(ppo=samples is not None))
     print_distributed_mode(trainer)
-    trainer.callback_handler.callbacks.insert(0, PrecisionLine(trainer))  # before the held-out evaluation's table
+    trainer.callback_handler.callbacks.insert(0, StartLines(trainer))  # before the held-out evaluation's table
     return time.perf_counter()  # the clock for summary.json's runtime
 
 
-class PrecisionLine(TrainerCallback):
-    """In what precision the run trains, said as training starts, when DeepSpeed has put the model in its training
-    dtypes; summary.json's `weights` is the same record (`precision`)."""
+class StartLines(TrainerCallback):
+    """What a run says as training starts, when DeepSpeed has put the model in its training dtypes: the precision it
+    trains in (`precision`: summary.json's `weights` is the same record) and its length in steps and completions;
+    and, when its second step ends, about how long the rest will take at that step's pace (the first holds
+    warm-up)."""
 
     def __init__(self, trainer):
         self.trainer = weakref.ref(trainer)  # a callback outlives nothing of the run's
+        self.ends = []  # when the first two steps ended
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             print(f"weights: {describe_precision(precision(self.trainer()))}", flush=True)
+            print(f"length: {run_length(self.trainer(), state)}", flush=True)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero or len(self.ends) == 2:
+            return
+        self.ends.append(time.perf_counter())
+        left = state.max_steps - state.global_step
+        if len(self.ends) == 2 and left > 0:
+            seconds = self.ends[1] - self.ends[0]
+            unit = "step" if hasattr(args, "num_generations") else "update"
+            tqdm.write(f"{unit} {state.global_step} took {seconds:.1f} s: the {plural(left, unit)} left take about "
+                       f"{duration(seconds * left)} at that pace (held-out evaluations and checkpoints aside)")
+
+
+def run_length(trainer, state) -> str:
+    """A run's length in steps (PPO's: updates) and completions, from where it starts.
+
+    GRPO trains each step on per_device_train_batch_size x gradient_accumulation_steps x processes completions, and
+    samples each of them for num_iterations steps; PPO samples a rollout of batch_size completions an update."""
+    args = trainer.args
+    done = f", from step {state.global_step}" if state.global_step else ""
+    if hasattr(args, "num_generations"):
+        processes = trainer.accelerator.num_processes
+        per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * processes
+        sampled = state.max_steps * per_step // args.num_iterations
+        return (f"{plural(state.max_steps, 'step')} of {per_step} completions, {sampled:,} completions sampled in "
+                f"groups of {args.num_generations}{done}")
+    sampled = state.max_steps * args.batch_size  # an update's rollout
+    return f"{plural(state.max_steps, 'update')} of {args.batch_size} completions, {sampled:,} sampled{done}"
+
+
+def plural(count: int, noun: str) -> str:
+    """
+    >>> plural(1, "step"), plural(300, "step")
+    ('1 step', '300 steps')
+    """
+    return f"{count} {noun}" + ("s" if count != 1 else "")
+
+
+def duration(seconds: float) -> str:
+    """
+    >>> duration(42), duration(600), duration(7380)
+    ('42 s', '10 min', '2.0 h')
+    """
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def precision(trainer) -> dict:
@@ -411,6 +502,34 @@ def training_noise(history: list[dict], fraction: float = 0.2) -> str:
     return f"  the difference, {difference:+.3f} ± {error:.3f} ({k} logs each), is {verdict}"
 
 
+def change_of(change: dict | None, prompts: int) -> str:
+    """A held-out metric's change over the same prompts, its paired standard error, and whether it beats twice that.
+
+    >>> change_of({"change": -0.074, "standard_error": 0.030}, 20)
+    ', -0.074 ± 0.030 over the same 20 prompts: worse, by more than twice its error'
+    """
+    if not change or change["standard_error"] is None:
+        return ""
+    beyond = abs(change["change"]) > 2 * change["standard_error"]
+    verdict = ("better, by more than twice its error" if change["change"] > 0 else
+               "worse, by more than twice its error") if beyond else "within twice its error: no change shown"
+    return f", {change['change']:+.3f} ± {change['standard_error']:.3f} over the same {prompts} prompts: {verdict}"
+
+
+def worse(changes: dict, title: str) -> list[str]:
+    """A warning where a held-out reward fell by more than twice its paired error (`changes`: summary.json's
+    held_out_change)."""
+    fell = [f"{name} {metric} ({c['change']:+.3f} ± {c['standard_error']:.3f})"
+            for name, metrics in changes.items() for metric, c in metrics.items()
+            if c and c["standard_error"] is not None and c["change"] < -2 * c["standard_error"]]
+    if not fell:
+        return []
+    change = ("a lower --learning_rate, a higher --kl_coef, fewer --num_ppo_epochs" if title == "PPO" else
+              "a lower --learning_rate, a higher --beta")
+    return [f"  WARNING: the run made the policy worse on the held-out prompts: {', '.join(fell)}, each by more "
+            f"than twice its error. Try {change}, and read the completions in eval.json (docs/evaluation.md)"]
+
+
 def error_of(errors: list, prompts: int) -> str:
     """A before -> after pair's standard errors, over how many prompts."""
     if all(e is None for e in errors):
@@ -424,14 +543,17 @@ def start_label(evaluation: dict) -> str:
     return f"step {step}" if step else "before"
 
 
-def smoothed(values: list[float]) -> list[float]:
-    """A centred moving average over about a fifth of the points (at least 3): no lag at the curve's end.
+def smoothed(steps: list, values: list[float]) -> tuple[list, list[float]]:
+    """A centred moving average over about a fifth of the points (at least 3), where its window is whole: a window
+    cut at an end of the curve is a one-sided average, which ended at 0.44 on a PPO run whose last rewards fell to
+    0.225. So the line stops short of the ends, and the points show them.
 
-    >>> smoothed([0.0, 1.0, 0.0, 1.0])
-    [0.5, 0.3333333333333333, 0.6666666666666666, 0.5]
+    >>> smoothed([1, 2, 3, 4], [0.0, 1.0, 0.0, 1.0])
+    ([2, 3], [0.3333333333333333, 0.6666666666666666])
     """
     half = max(1, len(values) // 10)
-    return [sum(w) / len(w) for w in (values[max(0, i - half):i + half + 1] for i in range(len(values)))]
+    kept = range(half, len(values) - half)
+    return [steps[i] for i in kept], [sum(values[i - half:i + half + 1]) / (2 * half + 1) for i in kept]
 
 
 def headline(metrics: dict) -> dict:
@@ -463,7 +585,7 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
             steps, values = zip(*points)
             if key == "reward":
                 axes[0, 0].plot(steps, values, ".", color="C0", alpha=0.35, label="reward, each logged step")
-            axes[0, 0].plot(steps, smoothed(list(values)), color=f"C{i}", linewidth=2 if i == 0 else 1,
+            axes[0, 0].plot(*smoothed(list(steps), list(values)), color=f"C{i}", linewidth=2 if i == 0 else 1,
                             label=f"{name}, moving average")
     if points := series("eval_reward"):
         axes[0, 0].plot(*zip(*points), linestyle="--", marker="o", color="C7", label="eval_reward (TRL's eval)")
@@ -475,9 +597,13 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
             heights = [evaluation.get(when, {}).get(n, {}).get(m) or 0.0 for n, ms in held_out.items() for m in ms]
             errors = [evaluation.get(f"{when}_standard_error", {}).get(n, {}).get(m) or 0.0
                       for n, ms in held_out.items() for m in ms]
-            bars = axes[0, 1].bar([i + offset for i in range(len(labels))], heights, width=0.4, yerr=errors,
-                                  capsize=3, label=start_label(evaluation) if when == "before" else when)
-            axes[0, 1].bar_label(bars, fmt="%.2f", fontsize=8, label_type="center")  # clear of the error bars
+            places = [i + offset for i in range(len(labels))]
+            axes[0, 1].bar(places, heights, width=0.4, yerr=errors, capsize=3,
+                           label=start_label(evaluation) if when == "before" else when)
+            for place, height, error in zip(places, heights, errors):  # above its error bar, clear of the other's
+                axes[0, 1].annotate(f"{height:.2f}", (place, height + error), xytext=(0, 2), textcoords="offset points",
+                                    ha="center", va="bottom", fontsize=7)
+        axes[0, 1].margins(y=0.15)  # room for the labels above the highest error bar
         axes[0, 1].set_xticks(range(len(labels)), labels, fontsize=8)
         axes[0, 1].set_title(f"{evaluation.get('num_prompts')} held-out prompts, before and after training (± 1 s.e.)",
                              fontsize=10)
@@ -499,7 +625,10 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
                                                                        "clip_ratio/region_mean"]),
         ("entropy (nats a token)", ["policy/entropy_avg", "entropy"]),
         ("tool use (per completion)", ["tools/call_frequency", "tools/failure_frequency"])]
-    panels = [(name, drawn) for name, keys in panels if (drawn := [k for k in keys if series(k)])]
+    # A clipped fraction at 0 throughout says nothing: GRPO's, with one update a generation, whose ratio is 1
+    flat = {key for key in ("policy/clipfrac_avg", "val/clipfrac_avg", "clip_ratio/region_mean")
+            if not any(value for _, value in series(key))}
+    panels = [(name, drawn) for name, keys in panels if (drawn := [k for k in keys if series(k) and k not in flat])]
     if panels:
         fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.2 * len(panels)), sharex=True, squeeze=False)
         for ax, (name, keys) in zip(axes[:, 0], panels):
@@ -510,6 +639,7 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
             ax.set_title(name, fontsize=10)
             ax.grid(alpha=0.3)
         axes[-1, 0].set_xlabel("step")
+        axes[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))  # whole steps (the axis is shared)
         fig.suptitle(title)
         fig.tight_layout()
         fig.savefig(paths[1], dpi=100)
@@ -553,7 +683,9 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
         "reward_per_func_last": {k: history[-1][k] for k in reward_keys} if history else {},
         # tool-calling GRPO: "more calls, more right answers" reads off one file
         **({"first_last_20pct": {k: first_last(history, k) for k in reward_keys + tool_keys}} if tool_keys else {}),
-        **({"held_out_before_after": held_out, "held_out_standard_error": {
+        **({"held_out_before_after": held_out, "held_out_change": {
+            name: {metric: (evaluation.get("change") or {}).get(name, {}).get(metric) for metric in metrics}
+            for name, metrics in held_out.items() if name != "kl"}, "held_out_standard_error": {
             name: {metric: [evaluation.get(f"{when}_standard_error", {}).get(name, {}).get(metric) for when in
                             ("before", "after")] for metric in metrics} for name, metrics in held_out.items()},
             "held_out_prompts": evaluation["num_prompts"], "held_out_first_step": evaluation.get("before_step")}
@@ -562,15 +694,20 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
     write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     plots = plot(logs, reward_keys, out, title, evaluation)
     fmt = lambda value: "-" if value is None else f"{value:.3f}"  # noqa: E731
-    lines = [f"\n{title}: {trainer.state.global_step} steps in {runtime:.1f}s ({describe(summary['distributed'])})",
+    steps = plural(trainer.state.global_step, "step")
+    lines = [f"\n{title}: {steps} in {runtime:.1f}s ({describe(summary['distributed'])})",
              f"  mean reward, first 20% of logged steps: {first:.3f}",
              f"  mean reward, last 20% of logged steps:  {last:.3f}",
              *filter(None, [training_noise(history)]),
              *(f"  {k}, first -> last 20%: {a:.3f} -> {b:.3f}"
                for k, (a, b) in summary.get("first_last_20pct", {}).items()),
              *(f"  held-out {name} {metric}, {start_label(evaluation)} -> after: {fmt(a)} -> {fmt(b)}"
-               + error_of(summary["held_out_standard_error"][name][metric], evaluation["num_prompts"])
+               + (change_of(summary["held_out_change"][name][metric], evaluation["num_prompts"]) if name != "kl" else
+                  error_of(summary["held_out_standard_error"][name][metric], evaluation["num_prompts"])
+                  + ("; below 0 by chance: each completion's log-ratio is a sample, and their mean estimates the KL"
+                     if b is not None and b < 0 else ""))
                for name, metrics in held_out.items() for metric, (a, b) in metrics.items()),
+             *worse(summary.get("held_out_change", {}), title),
              f"  model:       {out}", f"  metrics:     {out / 'metrics.jsonl'}",
              f"  completions: {out / 'completions.jsonl'}", f"  summary:     {out / 'summary.json'}",
              f"  plots:       {', '.join(map(str, plots))}"]

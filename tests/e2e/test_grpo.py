@@ -377,3 +377,36 @@ def test_run_recorder_logs_the_last_step(tmp_path, max_steps, logging_steps, log
             control = callback.on_step_end(args, state, control) or control
         steps += [step] if control.should_log else []
     assert steps == logged
+
+
+# A reward for the wrong answer: training on it makes the held-out accuracy fall
+WRONG = """
+from rewards import get_reward_funcs
+
+accuracy = get_reward_funcs(["accuracy"], 8)[0]
+
+
+def wrong(completions, **kwargs):
+    return [None if r is None else 1.0 - r for r in accuracy(completions, **kwargs)]
+"""
+
+
+@pytest.mark.parametrize("script, length", [("grpo_trl_example.py", ["--max_steps", 60]),
+                                            ("ppo_trl_example.py", ["--total_episodes", 640])])  # 10 updates
+def test_the_closing_summary_says_when_a_run_made_the_policy_worse(tmp_path, script, length):
+    """Issue 75: a PPO run took held-out pass@1 from 0.087 to 0.013 and its summary said nothing. Trained to answer
+    wrong, each script ends its summary saying the held-out accuracy fell by more than twice its paired error, the
+    error of the prompts' own changes, which summary.json and eval.json keep."""
+    (tmp_path / "wrong.py").write_text(WRONG)
+    out = tmp_path / "out"
+    proc = run_script(script, *length, "--reward_funcs", "wrong.wrong", "--eval_reward_funcs", "accuracy",
+                      "--output_dir", out, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    report, summary = (json.loads((out / name).read_text()) for name in ("eval.json", "summary.json"))
+    change = report["change"]["accuracy"]["pass@1"]
+    before, after = report["before"]["accuracy"]["pass@1"], report["after"]["accuracy"]["pass@1"]
+    assert change["change"] == pytest.approx(after - before) and change["change"] < -2 * change["standard_error"]
+    assert summary["held_out_change"]["accuracy"]["pass@1"] == change
+    closing = proc.stdout[proc.stdout.rindex("mean reward, first 20%"):]
+    assert (f"held-out accuracy pass@1, before -> after: {before:.3f} -> {after:.3f}, {change['change']:+.3f} ± "
+            f"{change['standard_error']:.3f} over the same 20 prompts: worse, by more than twice its error") in closing
+    assert "WARNING: the run made the policy worse on the held-out prompts: accuracy pass@1" in closing

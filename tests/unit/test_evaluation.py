@@ -226,3 +226,40 @@ def test_grpo_evaluation_without_trls_generation_config_stops_where_training_sto
     evaluation = for_grpo(trainer, dataset, "split 'test'", [], script_args)
     assert set(evaluation.sampling.config.eos_token_id) == stops
     assert evaluation.sampling.config.max_new_tokens == 4 and evaluation.sampling.config.do_sample
+
+
+def test_a_change_is_weighed_against_the_error_of_the_prompts_own_changes():
+    """Before and after score the same prompts: the error of the change is that of each prompt's own change, which
+    leaves out how hard each prompt is. Here the hard prompts stay hard and the easy ones gain, so the paired error
+    is a fraction of the two errors taken as independent."""
+    from extras.evaluation import paired_changes, standard_errors
+
+    [accuracy] = get_reward_funcs(["accuracy"], 8)
+
+    def scored(rewards):
+        return [{"prompt": f"{i}+0=", "rewards": {"accuracy": r}, "greedy": {"accuracy": r[0]},
+                 "completions": [str(i)] * len(r), "kl_to_reference": []} for i, r in enumerate(rewards)]
+
+    before = scored([[0, 0], [0, 0], [1, 0], [1, 1], [1, 0], [0, 1]])
+    after = scored([[0, 0], [0, 0], [1, 1], [1, 1], [1, 1], [1, 1]])
+    change = paired_changes([accuracy], before, after, 2)["accuracy"]["pass@1"]
+    each = [0, 0, 0.5, 0, 0.5, 0.5]  # after - before, prompt by prompt
+    assert change["change"] == pytest.approx(sum(each) / 6)
+    mean = sum(each) / 6
+    assert change["standard_error"] == pytest.approx(math.sqrt(sum((e - mean) ** 2 for e in each) / 5 / 6))
+    independent = math.hypot(*(standard_errors([accuracy], s, 2)["accuracy"]["pass@1"] for s in (before, after)))
+    assert change["standard_error"] < independent / 2
+    assert paired_changes([accuracy], before, after[::-1], 2) == {}  # not the same prompts: no pairing
+
+
+def test_the_closing_summary_says_whether_a_change_beats_twice_its_error():
+    from extras.outputs import change_of, worse
+
+    assert change_of({"change": 0.106, "standard_error": 0.046}, 20).endswith("better, by more than twice its error")
+    assert change_of({"change": 0.05, "standard_error": 0.046}, 20).endswith("within twice its error: no change shown")
+    changes = {"accuracy": {"pass@1": {"change": -0.074, "standard_error": 0.030},
+                            "greedy_accuracy": {"change": -0.05, "standard_error": 0.04}}}
+    [warning] = worse(changes, "PPO")
+    assert warning.startswith("  WARNING: the run made the policy worse on the held-out prompts: accuracy pass@1 "
+                              "(-0.074 ± 0.030), each by more") and "--kl_coef" in warning
+    assert worse({"accuracy": {"pass@1": {"change": -0.05, "standard_error": 0.04}}}, "GRPO") == []

@@ -76,7 +76,7 @@ def test_reward_curve_draws_the_total_each_reward_and_the_eval_reward(tmp_path, 
 
     def average(key):
         steps, values = zip(*series(GRPO_LOGS, key))
-        return list(zip(steps, smoothed(list(values))))
+        return list(zip(*smoothed(list(steps), list(values))))
 
     assert drawn(ax) == {
         "reward, each logged step": series(GRPO_LOGS, "reward"), "reward, moving average": average("reward"),
@@ -110,6 +110,32 @@ def test_one_reward_is_drawn_once_and_the_held_out_evaluation_beside_it(tmp_path
     evaluation["before_step"] = 40  # a resumed run that measured its checkpoint: the bars say so
     plot(PPO_LOGS, ["rewards/accuracy/mean"], tmp_path, "PPO", evaluation)
     assert "step 40" in [container.get_label() for container in figures[2].axes[1].containers]
+
+
+def test_the_plots_say_what_happened_at_their_edges(tmp_path, figures):
+    """Issue 75: the moving average ended at its highest point (0.44) where the last rewards fell to 0.225, as a
+    window cut at the curve's end averages one side; bar labels sat on the error bars and on each other (`0.00`
+    twice over a zero bar); training_curves.png ticked at steps 2.5 and 7.5; GRPO's clipped fraction was a flat 0
+    with one update a generation."""
+    rewards = [0.2, 0.25, 0.3, 0.3, 0.35, 0.4, 0.42, 0.44, 0.45, 0.44, 0.43, 0.44, 0.3, 0.25, 0.225]
+    logs = [{"step": i + 1, "reward": r, "kl": 0.01 * i, "clip_ratio/region_mean": 0.0} for i, r in enumerate(rewards)]
+    evaluation = {"num_prompts": 20, "before": {"accuracy": {"pass@1": 0.0, "greedy_accuracy": 0.0}},
+                  "after": {"accuracy": {"pass@1": 0.0, "greedy_accuracy": 0.05}},
+                  "before_standard_error": {"accuracy": {"pass@1": 0.0, "greedy_accuracy": 0.0}},
+                  "after_standard_error": {"accuracy": {"pass@1": 0.0, "greedy_accuracy": 0.05}}}
+    plot(logs, ["rewards/accuracy/mean"], tmp_path, "GRPO", evaluation)
+    curve, held_out = figures[0].axes
+    average = drawn(curve)["reward, moving average"]
+    assert average[-1] == (14, pytest.approx(sum(rewards[-3:]) / 3))  # a whole window's, short of the last point
+    assert drawn(curve)["reward, each logged step"][-1] == (15, 0.225)  # which the points show
+    labels = [(text.xy, text.get_text()) for text in held_out.texts]
+    heights = {round(x, 1): (y, label) for (x, y), label in labels}
+    assert len(labels) == 4 and len(heights) == 4  # one a bar, at a place of its own
+    assert heights[1.2] == (0.1, "0.05")  # greedy accuracy after: above its error bar (0.05 ± 0.05)
+    training = figures[1]
+    assert [ax.get_title() for ax in training.axes] == ["KL to the reference"]  # no flat clipped fraction
+    training.canvas.draw()
+    assert all(tick == int(tick) for tick in training.axes[-1].get_xticks())
 
 
 def test_nothing_logged_draws_no_training_curves(tmp_path, figures):

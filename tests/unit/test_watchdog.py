@@ -35,3 +35,27 @@ def test_a_reward_held_at_its_maximum_is_a_solved_task_not_a_fault(groups, capsy
     # below the maximum it is a warning again
     said, _ = advice(NoSignalWatchdog(3, groups=groups, maximum=2.0), [{"reward": 1.0}] * 3, capsys)
     assert said.startswith("WARNING: no learning signal")
+
+
+@pytest.mark.parametrize("ppo", [True, False], ids=["ppo", "grpo"])
+def test_a_kl_that_runs_away_while_the_reward_falls_is_said_once(ppo, capsys):
+    """Issue 75: a PPO run whose KL to the reference reached 2.1, then 3.7, while its reward fell and its held-out
+    pass@1 went from 0.087 to 0.013, said nothing while it trained. A KL that rises while the reward rises, or holds
+    within its noise (the default GRPO run's, at step 170), is a run learning: no alarm."""
+    from extras.outputs import DriftWatch
+
+    key, scale = ("objective/kl", 1.0) if ppo else ("kl", 0.1)
+    climbing = [{key: scale * k, "reward": r} for k, r in [(0.5, 0.36), (0.6, 0.35), (0.7, 0.37), (0.8, 0.36),
+                                                             (1.5, 0.3), (2.1, 0.25), (3.0, 0.19), (3.7, 0.2),
+                                                             (4.0, 0.18)]]
+    said, _ = advice(DriftWatch(ppo=ppo), climbing, capsys)
+    assert said.count("WARNING: the policy is running away from its reference without gaining") == 1
+    assert f"({key}) rose from {0.65 * scale:.3g} to {2.575 * scale:.3g}" in said
+    assert ("--kl_coef" in said and "--num_ppo_epochs" in said) if ppo else "--beta" in said
+    learning = [{key: scale * k, "reward": r} for k, r in [(0.5, 0.3), (0.6, 0.35), (0.7, 0.4), (0.8, 0.42),
+                                                             (1.5, 0.5), (2.1, 0.55), (3.7, 0.6), (4.0, 0.6)]]
+    flat = [{key: scale * k, "reward": r} for k, r in [(0.5, 0.75), (0.6, 0.8), (0.7, 0.7), (0.8, 0.76),
+                                                         (1.5, 0.73), (2.1, 0.7), (3.7, 0.78), (4.0, 0.72)]]
+    tiny = [{key: scale * k / 10, "reward": 0.3 - k / 100} for k in (0.1, 0.2, 0.3, 0.3, 1, 2, 3, 4)]  # below floor
+    for logs in (learning, flat, tiny):
+        assert advice(DriftWatch(ppo=ppo), logs, capsys)[0] == ""
