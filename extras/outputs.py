@@ -242,9 +242,10 @@ class DriftWatch(TrainerCallback):
         self.history.append((logs[self.key], logs["reward"]))
         if len(self.history) < 2 * self.window:
             return
-        before, now = self.history[-2 * self.window:-self.window], self.history[-self.window:]
-        (kl_before, reward_before), (kl_now, reward_now) = ([sum(v) / self.window for v in zip(*part)]
-                                                            for part in (before, now))
+        before = self.history[-2 * self.window:-self.window]
+        now = self.history[-self.window:]
+        kl_before, reward_before = (sum(values) / self.window for values in zip(*before))
+        kl_now, reward_now = (sum(values) / self.window for values in zip(*now))
         error = math.hypot(*(standard_error([reward for _, reward in part]) or 0.0 for part in (before, now)))
         if kl_now > max(2 * kl_before, self.floor) and reward_now < reward_before - 2 * error:
             self.warned = True
