@@ -395,12 +395,19 @@ def extra(name: str, flag: str):
         sys.exit(f"error: {flag} needs extras/{name}.py: copy the extras/ folder beside {Path(__file__).name}")
 
 
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX: 4x its fp32 rate on an AMD EPYC); on the
+    others bf16 is emulated, and slower than fp32 (BENCHMARKS.md, section 27)."""
+    capabilities = torch.cpu.get_capabilities()
+    return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+
+
 def make_parser() -> TrlParser:
     """TRL's configs, with a CPU's defaults where there is no GPU."""
     # allow_abbrev=False: a flag short of its last letters (--learning_rat) is an unknown one, not the flag it begins
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig), allow_abbrev=False)
-    if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
-        parser.set_defaults(use_cpu=True, bf16=False)
+    if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU (gloo between processes), in bf16
+        parser.set_defaults(use_cpu=True, bf16=cpu_computes_bf16())  # autocast where it computes bf16, else fp32
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None)
     # Every trained weight takes part in every step: DDP need not look for unused ones (and warns when told to)
     parser.set_defaults(ddp_find_unused_parameters=False)

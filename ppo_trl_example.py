@@ -206,7 +206,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     check_prompts(datasets, tokenizer, training_args)
     if not script_args.eval_only:
         check_precision(model_args, training_args, policy_path, script_args.value_model_path or policy_path,
-                        script_args.trust_remote_code, "`accelerate launch --mixed_precision bf16`")
+                        script_args.trust_remote_code, "--bf16 true")
 
     ################
     # Rewards
@@ -292,6 +292,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if peft_config is not None and zero3:
         trained = get_peft_model(policy, peft_config, autocast_adapter_dtype=False)
         peft_config = None
+    if training_args.bf16:  # PPOTrainer's accelerator takes its mixed precision from accelerate's launcher alone
+        os.environ["ACCELERATE_MIXED_PRECISION"] = "bf16"
     trainer = PPOTrainerWithRewardLogs(
         args=training_args,
         processing_class=tokenizer,
@@ -651,12 +653,23 @@ def extra(name: str, flag: str):
         sys.exit(f"error: {flag} needs extras/{name}.py: copy the extras/ folder beside {Path(__file__).name}")
 
 
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX: 4x its fp32 rate on an AMD EPYC); on the
+    others bf16 is emulated, and slower than fp32 (BENCHMARKS.md, section 27)."""
+    capabilities = torch.cpu.get_capabilities()
+    return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+
+
 def make_parser() -> TrlParser:
     """TRL's configs, with a CPU's defaults where there is no GPU, and a completion that ends at its stop token."""
     # allow_abbrev=False: a flag short of its last letters (--learning_rat) is an unknown one, not the flag it begins
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig), allow_abbrev=False)
-    if not torch.cuda.is_available():  # TRL's defaults are a GPU's: here the CPU, in fp32 (and gloo between processes)
-        parser.set_defaults(use_cpu=True, bf16=False)
+    # bf16 mixed precision, which PPOTrainer takes from accelerate's launcher and main() passes on, is TRL's default on a
+    # GPU, where PPOTrainer never read it and trains in fp32, as it still does unless asked; on a CPU where it computes
+    # bf16, its default. TRL's other defaults are a GPU's: here the CPU (gloo between processes)
+    parser.set_defaults(bf16=False)
+    if not torch.cuda.is_available():
+        parser.set_defaults(use_cpu=True, bf16=cpu_computes_bf16())
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None,
                         sft_model_path=None, reward_model_path=None)  # PPOConfig's are hub models: a run names its own
     # A completion ends at its first stop token. TRL's default (None) generates past it, and the reward would score

@@ -68,7 +68,7 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     if os.environ.get("RANK", "0") == "0":
         origin = (f"{Path(*default_recipe.parts[-3:])} (the default run: no model named)" if default_run else
                   f"TRL's defaults, then {recipe}" if recipe else "TRL's defaults")
-        print(settings_line(origin, values, config_class))
+        print(settings_line(origin, values, config_class, defaults))
     try:
         return parser.parse_args_into_dataclasses(args=args)  # the recipe's values are the parser's defaults
     except ValueError as err:  # GRPOConfig's batch check says what is wrong, not what would be right
@@ -109,14 +109,20 @@ SHOWN = {"GRPOConfig": ("learning_rate", "length", "num_generations", "max_compl
          "PPOConfig": ("learning_rate", "length", "per_device_train_batch_size", "response_length", "kl_coef")}
 
 
-def settings_line(origin: str, values, config_class: str) -> str:
-    """Where a run's settings came from, the main ones, and what it leaves off."""
+def settings_line(origin: str, values, config_class: str, defaults: dict | None = None) -> str:
+    """Where a run's settings came from, the main ones, and what it leaves off; on a CPU, the precision it computes in,
+    and why (`defaults`: the parser's, which follow the CPU's capability)."""
     steps = getattr(values, "max_steps", -1)
     episodes = getattr(values, "total_episodes", None)
     length = (f"{steps} step{'s' * (steps != 1)}" if steps > 0 else f"total_episodes {episodes}" if episodes else
               f"{values.num_train_epochs:g} epoch{'s' * (values.num_train_epochs != 1)}")
     shown = [length if key == "length" else f"{key} {getattr(values, key):g}" if isinstance(getattr(values, key), float)
              else f"{key} {getattr(values, key)}" for key in SHOWN[config_class]]
+    if values.use_cpu:
+        by_cpu = values.bf16 == (defaults or {}).get("bf16")
+        why = ("the CPU computes bf16" if values.bf16 else "the CPU has no native bf16") if by_cpu else (
+            f"--bf16 {str(values.bf16).lower()}")
+        shown.append(f"{'bf16 mixed precision' if values.bf16 else 'fp32'} ({why})")
     off = "" if values.eval_num_samples > 0 else "; off: the held-out evaluation (--eval_num_samples K)"
     return f"settings: {origin}, then the flags: {', '.join(shown)}{off}"
 
@@ -178,7 +184,7 @@ UNREAD = {
         fp16_full_eval use_cache do_train do_predict""".split(),
     "PPOConfig": """ignore_bias_buffers max_grad_norm label_smoothing_factor average_tokens_across_devices
         auto_find_batch_size torch_empty_cache_steps neftune_noise_alpha use_liger_kernel liger_kernel_config use_cache
-        bf16 fp16 bf16_full_eval fp16_full_eval torch_compile torch_compile_backend torch_compile_mode
+        fp16 bf16_full_eval fp16_full_eval torch_compile torch_compile_backend torch_compile_mode
         accelerator_config parallelism_config ddp_find_unused_parameters ddp_bucket_cap_mb ddp_broadcast_buffers
         ddp_static_graph fsdp fsdp_config deepspeed logging_steps logging_strategy logging_first_step
         logging_nan_inf_filter include_num_input_tokens_seen log_level log_level_replica log_on_each_node

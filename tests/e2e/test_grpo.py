@@ -410,3 +410,17 @@ def test_the_closing_summary_says_when_a_run_made_the_policy_worse(tmp_path, scr
     assert (f"held-out accuracy pass@1, before -> after: {before:.3f} -> {after:.3f}, {change['change']:+.3f} ± "
             f"{change['standard_error']:.3f} over the same 20 prompts: worse, by more than twice its error") in closing
     assert "WARNING: the run made the policy worse on the held-out prompts: accuracy pass@1" in closing
+
+
+@pytest.mark.parametrize("script, length", [("grpo_trl_example.py", ["--max_steps", 2]),
+                                            ("ppo_trl_example.py", ["--total_episodes", 128])])
+@pytest.mark.parametrize("bf16", [True, False])
+def test_bf16_computes_in_bf16_and_trains_fp32_weights(tmp_path, script, length, bf16):
+    """--bf16 true on a CPU (the default where it computes bf16): bf16 autocast over fp32 weights, as on a GPU, which
+    the run says and summary.json keeps; PPOTrainer takes it from accelerate's launcher, which the script sets."""
+    out = tmp_path / "out"
+    proc = run_script(script, *length, "--eval_num_samples", 0, "--bf16", str(bf16).lower(), "--output_dir", out,
+                      cwd=tmp_path)
+    weights = json.loads((out / "summary.json").read_text())["weights"]
+    assert weights["trained"] == ["float32"] and weights.get("compute") == ("bf16 autocast" if bf16 else None)
+    assert ("weights: trained in float32, computed under bf16 autocast" in proc.stdout) is bf16

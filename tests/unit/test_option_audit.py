@@ -34,8 +34,6 @@ SITE = Path(trl.__file__).parents[1]
 # Fields the trainer reads and cli.UNREAD still refuses as never read, each with the reason (trl 1.12). Keep this
 # short: an entry whose read stops, or whose field leaves UNREAD, fails test_each_exception_is_still_needed.
 READ_YET_REFUSED = {
-    ("PPOConfig", "bf16"): "read only to cast a LoRA policy loaded in 4 bits to bf16 (peft_module_casting_to_bf16), "
-                           "where the adapters' updates would round away; PPOTrainer's own Accelerator never sees it",
     ("PPOConfig", "logging_steps"): "copied to state.logging_steps, which only transformers' DefaultFlowCallback "
                                     "reads, to set control.should_log; PPOTrainer.train logs every update and never "
                                     "reads should_log",

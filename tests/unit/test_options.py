@@ -24,7 +24,7 @@ from extras import cli
 
 ppo = ppo_script()
 SCRIPTS = {"grpo": grpo, "ppo": ppo}
-AUDITED = {"grpo": "e800f27c1f32", "ppo": "e3c822a3d376"}  # sha256 of the acting fields, sorted and space-joined
+AUDITED = {"grpo": "e800f27c1f32", "ppo": "ef26ab6c9b11"}  # ppo: bf16 acts (issue 76), through accelerate  # sha256 of the acting fields, sorted and space-joined
 
 
 def all_fields(name: str) -> set[str]:
@@ -65,7 +65,7 @@ def test_each_refused_option_is_refused_when_set(name):
 REFUSED = [
     ("ppo", {"eval_strategy": "steps"}, {}, "eval_strategy"),
     ("ppo", {}, {"logging_steps": 3}, "logging_steps"),
-    ("ppo", {"bf16": "true"}, {}, "bf16"),
+    ("ppo", {"fp16": "true"}, {}, "fp16"),
     ("ppo", {}, {"max_grad_norm": 0.1}, "max_grad_norm"),
     ("ppo", {"max_grad_norm": 0.5}, {"max_grad_norm": 0.1}, "max_grad_norm"),
     ("ppo", {"learning_rate": 1e-4}, {"logging_steps": 3, "learning_rate": 1e-5}, "logging_steps"),

@@ -84,3 +84,30 @@ def test_no_bundled_recipe_trains_half_precision_weights(algo):
         _, training_args, model_args = cli.parse(script.make_parser(), script.REFUSED, ["--config", str(recipe)])
         assert model_args.dtype != "auto", recipe  # "auto" would need the hub to tell
         check_precision(algo, model_args, training_args, "unused: the dtype is named")
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("native", [True, False], ids=["avx512_bf16", "no-native-bf16"])
+def test_a_cpu_computes_in_bf16_where_it_does_so_natively(algo, native, monkeypatch, capsys):
+    """Issue 76: every CPU run was fp32, where a CPU with AVX512-BF16 or AMX multiplies bf16 about 4x faster; where
+    bf16 is emulated it is slower than fp32. The default follows the capability (forced both ways here, whatever
+    this machine has), the settings line says which and why, and --bf16 overrides either way. The tiny model's
+    recipes keep fp32 on every CPU: bf16 gains it nothing."""
+    import torch
+
+    script = grpo if algo == "grpo" else ppo_script()
+    if torch.cuda.is_available():
+        pytest.skip("the CPU's choice; a GPU keeps TRL's")
+    flags = {"avx512_bf16": native, "amx_bf16": False}
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {**flags, "avx2": True})
+    named = ["--model_name_or_path", str(TINY_MODEL), "--dataset_name", "d"]  # the default run's recipe keeps fp32
+    assert script.make_parser().parse_args_into_dataclasses([])[1].bf16 is native
+    assert script.parse_args(named)[1].bf16 is native
+    said = capsys.readouterr().out
+    assert ("bf16 mixed precision (the CPU computes bf16)" if native else "fp32 (the CPU has no native bf16)") in said
+    for asked in (True, False):
+        assert script.parse_args([*named, "--bf16", str(asked).lower()])[1].bf16 is asked
+        said = capsys.readouterr().out
+        expected = ("the CPU computes bf16" if native else "the CPU has no native bf16") if asked is native else (
+            f"--bf16 {str(asked).lower()}")
+        assert f"{'bf16 mixed precision' if asked else 'fp32'} ({expected})" in said
