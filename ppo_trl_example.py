@@ -664,9 +664,9 @@ def make_parser() -> TrlParser:
     """TRL's configs, with a CPU's defaults where there is no GPU, and a completion that ends at its stop token."""
     # allow_abbrev=False: a flag short of its last letters (--learning_rat) is an unknown one, not the flag it begins
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig), allow_abbrev=False)
-    # bf16 mixed precision, which PPOTrainer takes from accelerate's launcher and main() passes on, is TRL's default on a
-    # GPU, where PPOTrainer never read it and trains in fp32, as it still does unless asked; on a CPU where it computes
-    # bf16, its default. TRL's other defaults are a GPU's: here the CPU (gloo between processes)
+    # bf16 mixed precision, which PPOTrainer takes from accelerate's launcher (main() passes --bf16 on), is TRL's
+    # default on a GPU, where PPOTrainer never read it and trained in fp32, as it still does unless asked; on a CPU
+    # that computes bf16, the default. TRL's other defaults are a GPU's: here the CPU (gloo between processes)
     parser.set_defaults(bf16=False)
     if not torch.cuda.is_available():
         parser.set_defaults(use_cpu=True, bf16=cpu_computes_bf16())

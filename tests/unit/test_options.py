@@ -24,7 +24,7 @@ from extras import cli
 
 ppo = ppo_script()
 SCRIPTS = {"grpo": grpo, "ppo": ppo}
-AUDITED = {"grpo": "e800f27c1f32", "ppo": "ef26ab6c9b11"}  # ppo: bf16 acts (issue 76), through accelerate  # sha256 of the acting fields, sorted and space-joined
+AUDITED = {"grpo": "e800f27c1f32", "ppo": "ef26ab6c9b11"}  # sha256 of the acting fields, sorted and space-joined
 
 
 def all_fields(name: str) -> set[str]:
