@@ -38,7 +38,6 @@ from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from itertools import combinations
 from pathlib import Path
-from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the scripts' rewards.py and extras/
@@ -56,13 +55,34 @@ from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassificati
                           GenerationConfig, set_seed)
 from trl import RewardConfig, RewardTrainer  # noqa: E402
 
-from benchmarks.harness import repo_relative  # noqa: E402  (build.json holds no machine's paths)
 from extras.evaluation import (RewardModelReward, Sampling, generate, prompt_token_ids, score,  # noqa: E402
                                text_encoder, up_to_first)
 from extras.outputs import held_load_reports, missing_weights, quiet, tidy  # noqa: E402
-from grpo_trl_example import load_prompts  # noqa: E402
 from rewards import get_reward_funcs  # noqa: E402
 
+
+
+def read_prompts(folder: str, system_prompt: str | None) -> tuple[Dataset, Dataset]:
+    """The task's train and test splits, as the scripts read a folder of them (--dataset_name), each prompt a
+    conversation that opens with `system_prompt` where one is given (their --system_prompt)."""
+    from datasets import load_dataset
+
+    splits = [load_dataset(folder, split=split) for split in ("train", "test")]
+    if not system_prompt:
+        return tuple(splits)
+    system = {"role": "system", "content": system_prompt}
+
+    def with_system(prompt):
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        return {"prompt": [system] + [message for message in messages if message["role"] != "system"]}
+
+    return tuple(split.map(with_system, input_columns="prompt") for split in splits)
+
+
+def repo_relative(path: Path) -> str:
+    """`path` from the repository's root where it lies inside it: build.json holds no machine's paths."""
+    path = Path(path).resolve()
+    return str(path.relative_to(HERE.parent)) if path.is_relative_to(HERE.parent) else str(path)
 
 def sample(policy, tokenizer, dataset, args, stops: list[int], what: str) -> list[dict]:
     """The policy's --samples completions for each prompt, sampled as the recipes sample, with their true rewards:
@@ -186,10 +206,7 @@ def main():
 
     # The prompts as the recipes build them; the policy's tokenizer with a pad of its own, which no text holds, and
     # the tokens that end a completion: the tokenizer's eos and those the model's generation config lists
-    task = SimpleNamespace(dataset_name=args.dataset_name, dataset_config=None, dataset_train_split="train",
-                           dataset_test_split="test", dataset_prompt_column="prompt", dataset_answer_column=None,
-                           system_prompt=args.system_prompt)
-    train, test = load_prompts(task)
+    train, test = read_prompts(args.dataset_name, args.system_prompt)
     tokenizer = AutoTokenizer.from_pretrained(args.policy)
     generation = GenerationConfig.from_pretrained(args.policy)
     stops = sorted({tokenizer.eos_token_id, *(generation.eos_token_id if isinstance(generation.eos_token_id, list)
