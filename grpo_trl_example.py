@@ -74,9 +74,9 @@ from trl import (GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParse
 from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
 
 if runtime:  # one-sentence checks, a readable --help and the default run; the run's folder, records and plots
-    from extras import cli, outputs, run_folder
+    from extras import checks, cli, outputs, run_folder
 else:
-    cli = outputs = run_folder = None
+    checks = cli = outputs = run_folder = None
 
 # A run that names no model, with extras/: the bundled tiny model learning addition, as --config would read it
 DEFAULT_RECIPE = Path(__file__).resolve().parent / "recipes" / "tiny" / "grpo.yaml"
@@ -157,8 +157,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     targets = model_args.lora_target_modules  # TRL passes one name alone to peft as a regex of a whole module path
     if isinstance(targets, str) and targets.isidentifier():
         model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
-    if cli:  # the run's paths, models, launch and packages
-        cli.check(script_args, training_args, model_args)
+    if checks:  # the run's paths, models, launch and packages
+        checks.check(script_args, training_args, model_args)
     if run_folder:  # a folder of its own: continued, replaced or new; `last`, the newest complete checkpoint
         inputs = [("--model_name_or_path", model_args.model_name_or_path), ("--dataset_name", script_args.dataset_name),
                   *[("--reward_model_name_or_path", path) for path in script_args.reward_model_name_or_path]]

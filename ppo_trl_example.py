@@ -89,9 +89,9 @@ with warnings.catch_warnings():  # PPOTrainer is in trl.experimental in trl 1.12
 # With extras/: one-sentence checks, a readable --help and the default run; the run's folder, records and plots; and
 # PPO's own (extras/ppo.py)
 if runtime:
-    from extras import cli, outputs, ppo as extras_ppo, run_folder
+    from extras import checks, cli, outputs, ppo as extras_ppo, run_folder
 else:
-    cli = outputs = extras_ppo = run_folder = None
+    checks = cli = outputs = extras_ppo = run_folder = None
 
 # A run that names no model, with extras/: the bundled tiny model learning addition, as --config would read it
 DEFAULT_RECIPE = Path(__file__).resolve().parent / "recipes" / "tiny" / "ppo.yaml"
@@ -171,8 +171,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
     if training_args.stop_token_id is not None:  # a stop token of one's own replaces the default, --stop_token eos
         training_args.stop_token = None
-    if cli:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
-        cli.check(script_args, training_args, model_args)
+    if checks:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
+        checks.check(script_args, training_args, model_args)
         extras_ppo.check_options(script_args, training_args)
     if run_folder:  # a folder of its own: continued, replaced or new; `last`, the newest complete checkpoint
         inputs = [("--model_name_or_path", policy_path), ("--dataset_name", script_args.dataset_name),

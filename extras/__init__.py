@@ -2,8 +2,10 @@
 
     runtime.py       how a run starts and ends: Ctrl-C in one line, the trl named (PPO: in .venv-ppo from .venv), a
                      CPU's OpenMP wait and LM-head scoring, the upstream notices silenced while it runs
-    cli.py           mistakes stopped in one sentence before anything loads, refused options, a readable --help, the
+    cli.py           the command line, parsed once: mistakes in one sentence, refused options, a readable --help, the
                      settings line, and the default run, which names no model
+    checks.py        the run's paths, models, launch and packages, checked before anything loads
+    run_folder.py    --output_dir: what a run continues, replaces and may remove
     evaluation.py    held-out pass@k, maj@k and greedy accuracy before and after training (--eval_num_samples)
     outputs.py       metrics.jsonl, completions.jsonl, summary.json, the plots, short logs, the no-signal watchdog
     tools.py         tool-calling GRPO (--tools, --environment_factory)

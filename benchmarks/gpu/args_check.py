@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the scripts' fol
 from extras import runtime  # noqa: E402
 
 runtime.silence_import_notices()  # as a run does before its imports: each line below is this check's own
-from extras import cli  # noqa: E402
+from extras import checks  # noqa: E402
 from extras import ppo as extras_ppo  # noqa: E402
 
 failed = 0
@@ -23,11 +23,11 @@ with open(sys.argv[1]) as lines:
     for line in filter(str.strip, lines):
         script, *argv = shlex.split(line)
         module = importlib.import_module(script.removesuffix(".py"))
-        sys.argv = [str(Path(script).resolve()), *argv]  # as the run's own: cli.check reads them
+        sys.argv = [str(Path(script).resolve()), *argv]  # as the run's own: checks.check reads them
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # the run's settings line: this check prints its own
                 parsed = module.parse_args(argv)
-            cli.check(*parsed)
+            checks.check(*parsed)
             if script.startswith("ppo"):
                 extras_ppo.check_options(*parsed[:2])
             print(f"ok    {line.strip()}")

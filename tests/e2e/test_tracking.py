@@ -39,15 +39,15 @@ def test_tensorboard_and_trackio_hold_the_logged_reward(script, tmp_path):
 
 
 def test_a_tracker_that_is_not_installed_stops_the_run_with_one_line(monkeypatch):
-    from extras import cli
+    from extras import checks
 
-    real = cli.importlib.util.find_spec
-    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None if name == "trackio" else real(name))
+    real = checks.importlib.util.find_spec
+    monkeypatch.setattr(checks.importlib.util, "find_spec", lambda name: None if name == "trackio" else real(name))
     script_args = SimpleNamespace(dataset_name="data", eval_only=False, eval_num_samples=0, reward_funcs=[])
     training_args = SimpleNamespace(use_cpu=True, report_to=["tensorboard", "trackio"])
     model_args = SimpleNamespace(model_name_or_path=".", model_revision=None, load_in_4bit=False, load_in_8bit=False,
                                  use_peft=False)
     with pytest.raises(SystemExit) as stop:
-        cli.check(script_args, training_args, model_args)
+        checks.check(script_args, training_args, model_args)
     assert str(stop.value) == ("error: --report_to trackio needs the `trackio` package: "
                                "pip install -r requirements-tracking.txt")

@@ -1,5 +1,5 @@
 """Loading prompts (each script's load_prompts): every input the README lists for --dataset_name and --dataset_config,
-in-process, and the mistakes that stop a run in one line (extras/cli.py checks the files before anything loads)."""
+in-process, and the mistakes that stop a run in one line (extras/checks.py checks the files before anything loads)."""
 
 import json
 from types import SimpleNamespace
@@ -8,7 +8,7 @@ import pytest
 from conftest import ADDITION, ALGOS, ppo_script, write_jsonl
 
 import grpo_trl_example
-from extras import cli
+from extras import checks
 from rewards import accuracy_reward
 
 ROWS = [{"prompt": f"{a}+{a}=", "answer": str(2 * a)} for a in range(6)]
@@ -101,7 +101,7 @@ def test_a_file_that_cannot_be_read_is_one_line_before_anything_loads(tmp_path, 
     model_args = SimpleNamespace(model_name_or_path=str(tmp_path), model_revision=None, load_in_4bit=False,
                                  load_in_8bit=False)
     with pytest.raises(SystemExit, match=named):
-        cli.check(script_args, training_args, model_args)
+        checks.check(script_args, training_args, model_args)
 
 
 def test_system_prompt_replaces_the_prompts_own(load, tmp_path):

@@ -128,7 +128,7 @@ def test_every_named_model_is_checked_before_loading(tmp_path, fails_early, scri
 
 
 def test_each_built_folder_is_its_builders_default():
-    from extras.cli import BUILT
+    from extras.checks import BUILT
 
     for folder, command in BUILT.items():
         builder = REPO / command.split()[-1]
@@ -217,10 +217,10 @@ def test_a_bare_dataset_name_with_no_hub_to_reach_says_so_in_seconds(tmp_path, f
 def test_a_built_folder_in_the_clone_is_named_where_it_is(tmp_path, fails_early, monkeypatch):
     """A recipe run from another folder, its bundled model built in the clone: the error says where it is, not that
     it is to be built (it said `python assets/convert_gguf.py builds it` of a model already converted)."""
-    from extras import cli
+    from extras import checks
 
     (tmp_path / "assets").mkdir()
-    monkeypatch.setattr(cli, "BUILT", {**cli.BUILT, "assets/addition": "python assets/build_tiny_assets.py"})
+    monkeypatch.setattr(checks, "BUILT", {**checks.BUILT, "assets/addition": "python assets/build_tiny_assets.py"})
     error = fails_early(tmp_path, "--dataset_name", "assets/addition")
     assert error.endswith(f"it is in {REPO}: run from there") and "is built, not shipped" not in error, error
 
