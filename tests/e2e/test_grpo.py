@@ -236,8 +236,8 @@ def test_default_run_learns(tmp_path):
     imported = [Path(f).resolve() for f in json.loads((tmp_path / "imported.json").read_text())]
     lines = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in imported
              if p.is_relative_to(REPO) and p.relative_to(REPO).parts[0] in (SCRIPT, "rewards.py", "extras")}
-    assert set(lines) == {SCRIPT, "rewards.py", "extras/__init__.py", "extras/cli.py", "extras/evaluation.py",
-                          "extras/outputs.py", "extras/run_folder.py", "extras/runtime.py"}
+    assert set(lines) == {SCRIPT, "rewards.py", "extras/__init__.py", "extras/checks.py", "extras/cli.py",
+                          "extras/evaluation.py", "extras/outputs.py", "extras/run_folder.py", "extras/runtime.py"}
     print(f"the default run imports {sum(lines.values())} lines of the project's Python: {lines}")  # a figure
 
 

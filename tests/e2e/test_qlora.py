@@ -35,7 +35,9 @@ def test_a_checkpoint_saved_quantized_trains_fp32_adapters_too(tmp_path, script)
     """A model saved in 4 bits (as the hub's `*-bnb-4bit` are) is quantized with no flag: GRPO's cast back was keyed
     to --load_in_4bit, and its adapters trained in bf16; PPO passed a quantization_config of None, which loads such a
     checkpoint's packed weights as plain ones and fails, and its value model, made from the same checkpoint, would
-    have been 4-bit, its layers frozen: it is dequantized, and trains in full."""
+    have been 4-bit, its layers frozen: it is dequantized, and trains in full. In bf16 mixed precision, on every CPU
+    (the default where it computes bf16): there trl 1.12's PPOTrainer cast the frozen embeddings and LM head to bf16,
+    and its generation, outside autocast, failed on them."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
     saved = tmp_path / "tiny-bnb-4bit"
@@ -46,7 +48,7 @@ def test_a_checkpoint_saved_quantized_trains_fp32_adapters_too(tmp_path, script)
     shape = (["--max_completion_length", 4] if script.startswith("grpo") else
              ["--response_length", 4, "--per_device_train_batch_size", 64])  # the default run's, which LENGTH counts in
     proc = run_script(script, "--model_name_or_path", saved, "--dataset_name", ADDITION, *shape, *LORA,
-                      *LENGTH[script], "--output_dir", out, cwd=tmp_path)
+                      *LENGTH[script], "--bf16", "true", "--output_dir", out, cwd=tmp_path)
     assert_fp32_adapters_that_move(proc, out, "nf4")
 
 
@@ -54,9 +56,11 @@ def assert_fp32_adapters_that_move(proc, out, quantized: str) -> None:
     """The run says what it held, the base quantized and the adapters (and PPO's value model) trained in fp32; and
     lora_A, which gets its first gradient once lora_B has left 0, moves between the first checkpoint and the last by
     about the learning rate, which a bf16 weight would round away."""
-    assert f"weights: trained in float32; frozen in float32, {quantized}" in proc.stdout
+    compute = {"compute": "bf16 autocast"} if "--bf16" in proc.args else {}  # mixed precision over the fp32 weights
+    under = ", computed under bf16 autocast" if compute else ""
+    assert f"weights: trained in float32{under}; frozen in float32, {quantized}" in proc.stdout
     weights = json.loads((out / "summary.json").read_text())["weights"]
-    assert weights == {"trained": ["float32"], "frozen": ["float32", quantized]}
+    assert weights == {"trained": ["float32"], "frozen": ["float32", quantized], **compute}
     first, last = (safetensors_weights(out / f"checkpoint-{step}" / "adapter_model.safetensors") for step in (1, 3))
     lora_a = [name for name in first if "lora_A" in name]
     assert lora_a and all(first[name].dtype == last[name].dtype == first[name].float().dtype for name in lora_a)
