@@ -152,11 +152,6 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         model_args.use_peft = False
         training_args.beta = 0.0
         training_args.use_vllm = False
-    # --report_to tensorboard,trackio: the list TRL expects
-    training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]
-    targets = model_args.lora_target_modules  # TRL passes one name alone to peft as a regex of a whole module path
-    if isinstance(targets, str) and targets.isidentifier():
-        model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
     if checks:  # the run's paths, models, launch and packages
         checks.check(script_args, training_args, model_args)
     if run_folder:  # a folder of its own: continued, replaced or new; `last`, the newest complete checkpoint
@@ -225,8 +220,6 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     ################
     # Training
     ################
-    if runtime:  # on a CPU, trl 1.16's LM head scores the completions only, not the prompts: 6-7x faster there
-        runtime.score_completions_only()
     trainer = GRPOTrainer(
         model=policy,
         reward_funcs=script_args.reward_model_name_or_path + reward_funcs,
@@ -419,7 +412,19 @@ def parse_args(args: list[str] | None = None) -> tuple:
     a readable --help, the settings line, and the default run, which names no model: DEFAULT_RECIPE, as --config
     would read it from here (extras/cli.py)."""
     if cli:
-        return cli.parse(make_parser(), REFUSED, args, DEFAULT_RECIPE)
+        script_args, training_args, model_args = cli.parse(make_parser(), REFUSED, args, DEFAULT_RECIPE)
+    else:
+        script_args, training_args, model_args = parse_without_extras(args)
+    # What the flags' text leaves to the script: --report_to tensorboard,trackio as the list TRL expects, and one LoRA
+    # target as peft reads a name (TRL passes one alone to peft as a regex of a whole module path)
+    training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]
+    if isinstance(model_args.lora_target_modules, str) and model_args.lora_target_modules.isidentifier():
+        model_args.lora_target_modules = [model_args.lora_target_modules]  # q_proj: every q_proj
+    return script_args, training_args, model_args
+
+
+def parse_without_extras(args: list[str] | None) -> tuple:
+    """TrlParser's parse of a copy without extras/, saying what it goes without."""
     print(f"extras/ is not beside {Path(__file__).name}: no summary.json, records, plots, held-out evaluation, "
           "no-signal warning or one-sentence checks")
     return make_parser().parse_args_and_config(args)

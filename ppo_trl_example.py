@@ -164,13 +164,6 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
                  f"extras/, not beside {Path(__file__).name}")
     if script_args.dataset_name is None:  # TRL's default: a run that names its model names its prompts too
         sys.exit("error: --dataset_name is missing: give a .jsonl, .json, .csv or .parquet file, a folder, or a hub id")
-    # --report_to tensorboard,trackio: the list TRL expects
-    training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]
-    targets = model_args.lora_target_modules  # TRL passes one name alone to peft as a regex of a whole module path
-    if isinstance(targets, str) and targets.isidentifier():
-        model_args.lora_target_modules = [targets]  # --lora_target_modules q_proj: every q_proj, as peft reads a list
-    if training_args.stop_token_id is not None:  # a stop token of one's own replaces the default, --stop_token eos
-        training_args.stop_token = None
     if checks:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         checks.check(script_args, training_args, model_args)
         extras_ppo.check_options(script_args, training_args)
@@ -690,7 +683,21 @@ def parse_args(args: list[str] | None = None) -> tuple:
     a readable --help, the settings line, and the default run, which names no model: DEFAULT_RECIPE, as --config
     would read it from here (extras/cli.py)."""
     if cli:
-        return cli.parse(make_parser(), REFUSED, args, DEFAULT_RECIPE)
+        script_args, training_args, model_args = cli.parse(make_parser(), REFUSED, args, DEFAULT_RECIPE)
+    else:
+        script_args, training_args, model_args = parse_without_extras(args)
+    # What the flags' text leaves to the script: --report_to tensorboard,trackio as the list TRL expects, and one LoRA
+    # target as peft reads a name (TRL passes one alone to peft as a regex of a whole module path)
+    training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]
+    if isinstance(model_args.lora_target_modules, str) and model_args.lora_target_modules.isidentifier():
+        model_args.lora_target_modules = [model_args.lora_target_modules]  # q_proj: every q_proj
+    if training_args.stop_token_id is not None:  # a stop token of one's own replaces the default, --stop_token eos
+        training_args.stop_token = None
+    return script_args, training_args, model_args
+
+
+def parse_without_extras(args: list[str] | None) -> tuple:
+    """TrlParser's parse of a copy without extras/, saying what it goes without."""
     print(f"extras/ is not beside {Path(__file__).name}: no summary.json, records, plots, held-out evaluation, "
           "no-signal warning, DeepSpeed, resume or one-sentence checks")
     return make_parser().parse_args_and_config(args)

@@ -150,6 +150,7 @@ def run_main(main, script_args, training_args, model_args) -> None:
     after the trainer's progress bar has closed, saying how to go on if a checkpoint is kept."""
     from extras.outputs import quiet
 
+    score_completions_only()  # on a CPU, trl 1.16's LM head scores the completions only, not the prompts: 6-7x faster
     _run.update(started=True, output_dir=training_args.output_dir)  # from here, Ctrl-C ends training as below
     interrupted = False
     try:

@@ -470,7 +470,7 @@ def test_the_other_scripts_name_for_an_option_is_answered_with_this_ones(capsys)
 @pytest.mark.ppo_trainer
 @pytest.mark.parametrize("argv, stop_token, stop_token_id", [
     ([], "eos", None), (["--stop_token", "none"], None, None), (["--stop_token", "None"], None, None),
-    (["--stop_token_id", "7"], "eos", 7)])  # main() drops the default `eos` where a stop token id is given
+    (["--stop_token_id", "7"], "eos", 7)])  # parse_args drops the default `eos` where a stop token id is given
 def test_ppo_takes_every_stop_token_setting_as_a_flag(argv, stop_token, stop_token_id):
     _, training_args, _ = cli.parse(ppo.make_parser(), ppo.REFUSED, argv)
     assert (training_args.stop_token, training_args.stop_token_id) == (stop_token, stop_token_id)
