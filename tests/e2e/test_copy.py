@@ -4,6 +4,7 @@ every extra; with the files its docstring lists it runs its default run; and a c
 one sentence what to copy."""
 
 import ast
+import json
 import re
 import shutil
 
@@ -80,10 +81,20 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
     # From flags alone, as TRL's own script runs: TRL's defaults, not the default run's recipe
     flags = [str(a) for key, value in yaml.safe_load(RECIPE[script]).items()
              for a in (f"--{key}", *(value if isinstance(value, list) else [value]))]
-    run_script(script, "--model_name_or_path", mine / "model", "--dataset_name", mine / "data", *flags,
+    saves = [] if script.startswith("ppo") else ["--save_strategy", "steps", "--save_steps", 1]
+    run_script(script, "--model_name_or_path", mine / "model", "--dataset_name", mine / "data", *flags, *saves,
                "--output_dir", tmp_path / "from-flags", cwd=tmp_path, env=env)
     (assert_adapter_trained if script.startswith("ppo") else lambda out: assert_trained(out, mine / "model"))(
         tmp_path / "from-flags")
+    if saves:  # GRPOTrainer resumes a checkpoint named by its path (`last` is an extra): its state, marked, goes on
+        state = tmp_path / "from-flags" / "checkpoint-1" / "trainer_state.json"
+        state.write_text(state.read_text().replace('"log_history": [', '"log_history": [{"resumed": 1}, ', 1))
+        run_script(script, "--model_name_or_path", mine / "model", "--dataset_name", mine / "data", *flags, *saves,
+                   "--max_steps", 3, "--resume_from_checkpoint", state.parent, "--output_dir", tmp_path / "from-flags",
+                   cwd=tmp_path, env=env)
+        history = json.loads((tmp_path / "from-flags" / "checkpoint-3" / "trainer_state.json").read_text())[
+            "log_history"]
+        assert history[0] == {"resumed": 1} and [e["step"] for e in history[1:] if "loss" in e] == [1, 2, 3]
 
     # A check that keeps training right lives in the script: one weight for two rewards would weigh the second by 0
     if script.startswith("ppo"):
