@@ -6,10 +6,12 @@
                            checkpoint is complete) or only evaluates beside it (--eval_only)
     last_checkpoint(out)   the newest complete checkpoint: what `last` resumes, and what Ctrl-C says is kept
 
-Replacing a run removes the files runs write (RUN_FILES) and nothing else, as `git clean` removes only what it knows:
-never the folder itself, and nothing at all where the folder holds another file, or one of the run's own inputs (its
-model, data, reward or value model, or the checkpoint it resumes). Symbolic links are followed first: a link as
---output_dir names the folder it points to, and a link inside the folder is no run's.
+Replacing a run removes the files runs write (RUN_FILES, by whole name, and RUN_FOLDERS that hold only what runs
+write in them) and nothing else, as `git clean` removes only what it knows: never the folder itself, and nothing at
+all where the folder holds another file, or one of the run's own inputs (its model, data, reward or value model, or
+the checkpoint it resumes). A folder holds a run by its records, arguments or checkpoints: a model's files alone may
+be the user's, and a run refuses to write over them. Symbolic links are followed first: a link as --output_dir names
+the folder it points to, and a link inside the folder is no run's.
 
 This module imports the standard library alone: extras/runtime.py reads last_checkpoint as a run is interrupted.
 """
@@ -18,49 +20,61 @@ import json
 import re
 import shutil
 import sys
-from fnmatch import fnmatch
 from pathlib import Path
 
-# What runs write into --output_dir: anything else there is the user's
-RUN_FILES = (
-    # the run's records and plots (extras/outputs.py, extras/evaluation.py)
-    "metrics.jsonl", "completions.jsonl", "summary.json", "eval.json", "eval-[0-9]*.json", "reward_curve.png",
-    "training_curves.png",
-    # the trainer's: checkpoints, its arguments, TensorBoard's logs, GRPOTrainer's --log_completions tables
-    "checkpoint-[0-9]*", "training_args.bin", "runs", "completions",
-    # the model (save_pretrained), or a LoRA adapter, and its tokenizer
-    "config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors",
-    "model.safetensors.index.json", "pytorch_model*.bin", "adapter_config.json", "adapter_model.safetensors",
-    "adapter_model.bin", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-    "chat_template.jinja", "chat_template.json", "vocab.json", "merges.txt", "vocab.txt", "tokenizer.model",
-    "spiece.model", "sentencepiece.bpe.model",
+# What runs write into --output_dir, by whole name: anything else there is the user's
+MODEL_FILES = (  # the model (save_pretrained), or a LoRA adapter, and its tokenizer
+    r"config\.json", r"generation_config\.json", r"model(-\d+-of-\d+)?\.safetensors",
+    r"model\.safetensors\.index\.json", r"pytorch_model(-\d+-of-\d+)?\.bin", r"pytorch_model\.bin\.index\.json",
+    r"adapter_config\.json",
+    r"adapter_model\.(safetensors|bin)", r"tokenizer\.json", r"tokenizer_config\.json", r"special_tokens_map\.json",
+    r"added_tokens\.json", r"chat_template\.(jinja|json)", r"vocab\.(json|txt)", r"merges\.txt", r"tokenizer\.model",
+    r"spiece\.model", r"sentencepiece\.bpe\.model",
 )
-# Of those, what a run writes before its first step is logged: records of a run that never logged a step are no run
-BEFORE_FIRST_LOG = ("metrics.jsonl", "completions.jsonl", "eval.json")
+RUN_FILES = (
+    # the run's records and plots (extras/outputs.py, extras/evaluation.py), the trainer's arguments
+    r"metrics\.jsonl", r"completions\.jsonl", r"summary\.json", r"eval(-\d+)?\.json", r"reward_curve\.png",
+    r"training_curves\.png", r"training_args\.bin", *MODEL_FILES,
+)
+# The folders runs write, each with what it holds (anything else inside makes it the user's): TensorBoard's logs,
+# GRPOTrainer's --log_completions tables, and a checkpoint: the trainer's state, the model, PPO's value_model/,
+# DeepSpeed's global_stepN/ and FSDP's shards
+RUN_FOLDERS = {
+    r"runs": (r"events\.out\.tfevents\..+",),
+    r"completions": (r"completions_\d+\.parquet",),
+    r"checkpoint-\d+": (*RUN_FILES, r"trainer_state\.json", r"optimizer\.(pt|bin)", r"scheduler\.pt", r"scaler\.pt",
+                        r"rng_state(_\d+)?\.pth", r"README\.md", r"latest", r"zero_to_(fp32|torch)\.py",
+                        r"(bf16_)?(zero_pp_rank_\d+_)?mp_rank_\d+_(optim|model)_states\.pt",
+                        r"(pytorch_model_fsdp|optimizer)(_\d+)?\.bin", r"__\d+_\d+\.distcp", r"\.metadata"),
+}
+
+
+def named(name: str, patterns) -> bool:
+    return any(re.fullmatch(pattern, name) for pattern in patterns)
 
 
 def is_run_file(entry: Path) -> bool:
-    """A name runs write, and of the kind they write it: a checkpoint, TensorBoard's or log_completions' a folder,
-    the rest files; a symbolic link is nobody's run."""
-    if entry.is_symlink() or not any(fnmatch(entry.name, pattern) for pattern in RUN_FILES):
+    """A name runs write, and of the kind they write it: a file, or a folder that holds only what runs write in it;
+    a symbolic link, here or inside, is nobody's run."""
+    if entry.is_symlink():
         return False
-    folders = entry.name in ("runs", "completions") or re.fullmatch(r"checkpoint-\d+", entry.name)
-    return entry.is_dir() if folders else entry.is_file()
+    if not entry.is_dir():
+        return entry.is_file() and named(entry.name, RUN_FILES)
+    held = next((names for folder, names in RUN_FOLDERS.items() if re.fullmatch(folder, entry.name)), None)
+    return held is not None and all(
+        not path.is_symlink() and (path.is_dir() or named(path.name, held)) for path in entry.rglob("*"))
 
 
 def checkpoints(out: Path) -> list[Path]:
-    """`out`'s checkpoint-N folders, by N."""
-    found = [p for p in out.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name) and p.is_dir()]
+    """`out`'s checkpoint-N folders, by N (a link is no run's checkpoint)."""
+    found = [p for p in out.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name) and p.is_dir()
+             and not p.is_symlink()]
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 
 def is_complete(checkpoint: Path) -> bool:
     """A checkpoint whose trainer_state.json, which the trainer writes last, parses."""
-    try:
-        json.loads((checkpoint / "trainer_state.json").read_text())
-        return True
-    except (OSError, json.JSONDecodeError):
-        return False
+    return bool(read_state(checkpoint))
 
 
 def last_checkpoint(output_dir: str) -> Path | None:
@@ -71,14 +85,23 @@ def last_checkpoint(output_dir: str) -> Path | None:
     return complete[-1] if complete else None
 
 
+def before_first_log(entry: Path) -> bool:
+    """What a run writes before its first step is logged, as a run that crashed in it leaves it: empty records, a
+    held-out evaluation of the start alone, TensorBoard's and --log_completions' folders (opened as training starts)."""
+    if entry.name in ("metrics.jsonl", "completions.jsonl"):
+        return not entry.read_bytes().strip()
+    if entry.name == "eval.json":  # `model` (--eval_only) or `after`: an evaluation that ended
+        try:
+            return not {"after", "model"} & set(json.loads(entry.read_bytes()))
+        except (ValueError, TypeError):  # torn as it was written
+            return True
+    return entry.name in ("runs", "completions")
+
+
 def holds_a_run(entries: list[Path]) -> bool:
-    """Whether the run files `entries` are a run's: anything but the records of a run that logged no step."""
-    for entry in entries:
-        if entry.name not in BEFORE_FIRST_LOG:
-            return True
-        if entry.name == "metrics.jsonl" and entry.read_text().strip():
-            return True
-    return False
+    """Whether the run files `entries` are a run's: a record of one that logged a step, its arguments, a checkpoint.
+    A model's files alone are no proof: they may be a model of the user's."""
+    return any(not before_first_log(entry) and not named(entry.name, MODEL_FILES) for entry in entries)
 
 
 def prepare(training_args, script_args, inputs: list[tuple[str, str | None]]) -> str | None:
@@ -127,6 +150,11 @@ def prepare(training_args, script_args, inputs: list[tuple[str, str | None]]) ->
                      "--resume_from_checkpoint last")
         why = f"--resume_from_checkpoint {wanted}" if last else "--overwrite_output_dir"
         replace(out, given, entries, ours, local, why, main)
+    elif not script_args.eval_only and any(named(entry.name, MODEL_FILES) for entry in ours):
+        listed = ", ".join(entry.name for entry in ours if named(entry.name, MODEL_FILES))
+        sys.exit(f"error: --output_dir {given} holds a model's files ({listed}) and no run's records "
+                 "(training_args.bin, metrics.jsonl, a checkpoint): they may be a model of yours, which the run would "
+                 "write over; move them, or give the run a folder of its own")
     return str(found) if found else None
 
 

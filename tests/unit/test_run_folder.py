@@ -4,6 +4,7 @@ are tests/e2e/test_resume.py's."""
 
 import json
 import os
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -26,8 +27,8 @@ def a_run(out, steps=(2, 4), logged=True, complete=True):
     (out / "metrics.jsonl").write_text('{"step": 1}\n' if logged else "")
     for name in ("completions.jsonl", "model.safetensors", "config.json", "tokenizer.json", "training_args.bin"):
         (out / name).write_text("x")
-    (out / "runs").mkdir()
-    (out / "runs" / "events.out").write_text("x")
+    (out / "runs" / "Dec02_07-12-33_host").mkdir(parents=True)  # TensorBoard's
+    (out / "runs" / "Dec02_07-12-33_host" / "events.out.tfevents.1764659553.host.123.0").write_text("x")
     return sorted(p.name for p in out.iterdir())
 
 
@@ -64,21 +65,35 @@ def test_replacing_removes_the_runs_files_and_keeps_the_folder(tmp_path, capsys)
     assert "--overwrite_output_dir: replacing the run in" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("theirs", ["notes.txt", "train.jsonl", "README.md", "my_reward.py", "base-model/",
-                                    "checkpoint-best/"])
+@pytest.mark.parametrize("theirs", ["notes.txt", "train.jsonl", "README.md", "my_reward.py", "base-model/file",
+                                    "checkpoint-best/file", "checkpoint-3.zip", "eval-2-notes.json",
+                                    "metrics.jsonl.bak", "runs/notes.txt", "checkpoint-4/my_eval.txt",
+                                    "completions/mine.csv"])
 def test_replacing_refuses_where_the_folder_holds_anything_else(tmp_path, theirs):
-    """A notes file, the run's own dataset, a module, a model folder beside the run, a folder named like a run's file:
-    each stays, and so does the whole run beside it."""
+    """A notes file, the run's own dataset, a module, a model folder beside the run, files named near a run's, a
+    note inside a folder runs write: each stays, and so does the whole run beside it."""
     out = tmp_path / "out"
     kept = a_run(out)
-    if theirs.endswith("/"):
-        (out / theirs).mkdir()
-        (out / theirs / "file").write_text("mine")
-    else:
-        (out / theirs).write_text("mine")
-    with pytest.raises(SystemExit, match=f"holds files no run writes \\({theirs.rstrip('/')}\\)"):
+    (out / theirs).parent.mkdir(exist_ok=True)
+    (out / theirs).write_text("mine")
+    top = theirs.split("/")[0]
+    with pytest.raises(SystemExit, match=f"holds files no run writes \\({re.escape(top)}\\)"):
         prepare(out, overwrite=True)
-    assert names(out) == sorted({*kept, theirs.rstrip("/")})
+    assert names(out) == sorted({*kept, top}) and (out / theirs).read_text() == "mine"
+
+
+@pytest.mark.parametrize("flags", [{}, {"overwrite": True}, {"resume": "last"}])
+def test_a_models_files_without_a_run_are_refused_and_kept(tmp_path, flags):
+    """A folder with a model in it and no run's records (a model of the user's, not this run's input): a run would
+    write its own model over it, and --overwrite_output_dir or `last` may not remove it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt"):
+        (out / name).write_text("mine")
+    with pytest.raises(SystemExit, match=r"holds a model's files \(config.json, model.safetensors, tokenizer.json, "
+                                         r"vocab.txt\) and no run's records"):
+        prepare(out, **flags)
+    assert names(out) == ["config.json", "model.safetensors", "tokenizer.json", "vocab.txt"]
 
 
 def test_a_folder_named_like_a_runs_file_is_the_users(tmp_path):
@@ -137,6 +152,16 @@ def test_a_link_inside_the_folder_is_nobodys_run(tmp_path):
     assert (tmp_path / "elsewhere").is_dir()
 
 
+def test_a_linked_checkpoint_is_no_runs_to_resume(tmp_path):
+    out = tmp_path / "out"
+    a_run(out)
+    elsewhere = tmp_path / "another-run" / "checkpoint-9"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "trainer_state.json").write_text('{"global_step": 9}')
+    (out / "checkpoint-9").symlink_to(elsewhere)
+    assert run_folder.last_checkpoint(str(out)) == out / "checkpoint-4"
+
+
 def test_last_resumes_the_newest_complete_checkpoint(tmp_path, capsys):
     out = tmp_path / "out"
     a_run(out)
@@ -173,10 +198,17 @@ def test_records_of_a_run_that_logged_no_step_are_no_run(tmp_path):
     out.mkdir()
     for name in ("metrics.jsonl", "completions.jsonl"):
         (out / name).write_text("")
-    (out / "eval.json").write_text("{}")
+    (out / "eval.json").write_text('{"before": {}}')
+    (out / "runs" / "Dec02_07-12-33_host").mkdir(parents=True)  # --report_to tensorboard opens as training starts
+    (out / "runs" / "Dec02_07-12-33_host" / "events.out.tfevents.1764659553.host.123.0").write_text("x")
+    (out / "completions").mkdir()  # GRPOTrainer makes it for --log_completions when it is built
     assert prepare(out) is None and prepare(out, resume="last") is None
     (out / "metrics.jsonl").write_text('{"step": 1}\n')
     with pytest.raises(SystemExit, match="holds a run already"):
+        prepare(out)
+    (out / "metrics.jsonl").write_text("")
+    (out / "eval.json").write_text('{"model": {}}')  # an --eval_only's evaluation is a run's record
+    with pytest.raises(SystemExit, match=r"holds a run already \(completions, completions.jsonl, eval.json"):
         prepare(out)
 
 
