@@ -79,6 +79,11 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
                  "change --num_generations.")
 
 
+def same_folder(path: str | None, other: str | None) -> bool:
+    """Whether two paths name one folder (`out`, `./out`, its absolute path)."""
+    return path == other or None not in (path, other) and Path(path).resolve() == Path(other).resolve()
+
+
 def read_values(parser, config: dict, args: list[str], actions: dict, config_class: str):
     """argparse's values of `args` over the recipe `config`, applied as TrlParser applies a --config recipe (its `env`
     set, its values the parser's defaults); an unknown option is one line, naming the nearest."""
@@ -86,7 +91,7 @@ def read_values(parser, config: dict, args: list[str], actions: dict, config_cla
         os.environ[key] = str(value)
     parser.set_defaults_with_config(**config)
     values, unknown = parser.parse_known_args(args)
-    if config.get("overwrite_output_dir") and values.output_dir != config.get("output_dir"):
+    if config.get("overwrite_output_dir") and not same_folder(values.output_dir, parser.get_default("output_dir")):
         parser.set_defaults(overwrite_output_dir=False)  # a recipe replaces its own folder's run, not a folder named
         values, unknown = parser.parse_known_args(args)  # by flag (--overwrite_output_dir can)
     if unknown:

@@ -158,6 +158,8 @@ def test_a_recipe_replaces_its_own_folders_run_only(name, tmp_path, capsys):
                            (["--output_dir", "results", "--overwrite_output_dir", "true"], True)]:
         assert script.parse_args(argv)[0].overwrite_output_dir is replaces, argv  # the default run
         assert script.parse_args(["--config", str(recipe), *argv])[0].overwrite_output_dir is replaces, argv
+    spelled = ["--config", str(recipe), "--output_dir", f"{tmp_path}/./elsewhere/../mine"]  # its own, spelled anew
+    assert script.parse_args(spelled)[0].overwrite_output_dir
 
 
 @pytest.mark.parametrize("name", ALGOS)
