@@ -653,7 +653,7 @@ def extra(name: str, flag: str):
 
 
 def cpu_computes_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX: 4x its fp32 rate on an AMD EPYC); on the
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX: 2.8x its fp32 rate on an AMD EPYC); on the
     others bf16 is emulated, and slower than fp32 (BENCHMARKS.md, section 27)."""
     capabilities = torch.cpu.get_capabilities()
     return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))

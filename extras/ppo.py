@@ -22,7 +22,7 @@ def check_options(script_args, training_args) -> None:
     if rollout % training_args.num_mini_batches:
         sys.exit(f"error: per_device_train_batch_size x gradient_accumulation_steps ({rollout}) must split into "
                  f"--num_mini_batches ({training_args.num_mini_batches}) equal minibatches")
-    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":  # on a CPU extras/cli.py refuses it first
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":  # on a CPU extras/checks.py refuses it first
         sys.exit("error: PPO does not run under FSDP: trl 1.12's PPOTrainer has no FSDP code, and generates from the "
                  "policy inside the FSDP-wrapped module, outside the forward in which FSDP gathers its weights; launch "
                  "with accelerate_configs/zero3.yaml to shard PPO's models")

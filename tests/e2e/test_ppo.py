@@ -240,8 +240,8 @@ def test_bad_settings_stop_before_any_model_loads(flags, message, monkeypatch):
 
 @pytest.mark.ppo_trainer
 def test_fsdp_is_refused_by_name(monkeypatch):
-    """On GPUs, where FSDP would build (on a CPU extras/cli.py refuses it for both scripts): trl 1.12's PPOTrainer has
-    no FSDP code, so PPO stops with the reason and the config that shards it instead."""
+    """On GPUs, where FSDP would build (on a CPU extras/checks.py refuses it for both scripts): trl 1.12's PPOTrainer
+    has no FSDP code, so PPO stops with the reason and the config that shards it instead."""
     from extras import ppo as extras_ppo
 
     script_args, training_args, _ = parse()

@@ -89,7 +89,7 @@ def test_no_bundled_recipe_trains_half_precision_weights(algo):
 @pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("native", [True, False], ids=["avx512_bf16", "no-native-bf16"])
 def test_a_cpu_computes_in_bf16_where_it_does_so_natively(algo, native, monkeypatch, capsys):
-    """Issue 76: every CPU run was fp32, where a CPU with AVX512-BF16 or AMX multiplies bf16 about 4x faster; where
+    """Issue 76: every CPU run was fp32, where a CPU with AVX512-BF16 or AMX multiplies bf16 2.8-4x faster; where
     bf16 is emulated it is slower than fp32. The default follows the capability (forced both ways here, whatever
     this machine has), the settings line says which and why, and --bf16 overrides either way. The tiny model's
     recipes keep fp32 on every CPU: bf16 gains it nothing."""

@@ -10,7 +10,7 @@ from conftest import HAS_PPO_TRAINER, REPO
 
 pytestmark = pytest.mark.skipif(HAS_PPO_TRAINER, reason="GRPO's trl, 1.16: trl 1.12 supports other vLLM versions")
 PAGES = [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "recipes").glob("*/*/*.yaml"),
-         REPO / "extras" / "cli.py"]
+         REPO / "extras" / "checks.py"]
 
 
 def test_every_vllm_install_line_gives_the_range_trl_supports():
