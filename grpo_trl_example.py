@@ -148,10 +148,6 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
                  f"extras/, not beside {Path(__file__).name}")
     if script_args.dataset_name is None:  # TRL's default: a run that names its model names its prompts too
         sys.exit("error: --dataset_name is missing: give a .jsonl, .json, .csv or .parquet file, a folder, or a hub id")
-    if script_args.eval_only:  # the model as it is: no adapter of ours, no reference, no vLLM, no checkpoint
-        model_args.use_peft = False
-        training_args.beta = 0.0
-        training_args.use_vllm = False
     if checks:  # the run's paths, models, launch and packages
         checks.check(script_args, training_args, model_args)
     if run_folder:  # a folder of its own: continued, replaced or new; `last`, the newest complete checkpoint
@@ -389,7 +385,7 @@ def extra(name: str, flag: str):
 
 
 def cpu_computes_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX: 4x its fp32 rate on an AMD EPYC); on the
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX: 2.8x its fp32 rate on an AMD EPYC); on the
     others bf16 is emulated, and slower than fp32 (BENCHMARKS.md, section 27)."""
     capabilities = torch.cpu.get_capabilities()
     return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
@@ -420,6 +416,10 @@ def parse_args(args: list[str] | None = None) -> tuple:
     training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]
     if isinstance(model_args.lora_target_modules, str) and model_args.lora_target_modules.isidentifier():
         model_args.lora_target_modules = [model_args.lora_target_modules]  # q_proj: every q_proj
+    if script_args.eval_only:  # the model as it is: no adapter of ours, no reference, no vLLM, no checkpoint
+        model_args.use_peft = False
+        training_args.beta = 0.0
+        training_args.use_vllm = False
     return script_args, training_args, model_args
 
 
