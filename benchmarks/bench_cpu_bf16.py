@@ -3,11 +3,14 @@ step time in both, side by side, so that a time measured on one machine is never
 
     python benchmarks/bench_cpu_bf16.py                      # the default runs and the SmolLM2 recipes, 2 rounds
     python benchmarks/bench_cpu_bf16.py --runs smollm2-grpo --rounds 3
+    python benchmarks/bench_cpu_bf16.py --runs                  # generation alone (cpu_bf16_generation.json)
 
 Each run trains a few steps (PPO: updates) with the held-out evaluation off, alternating fp32 (`--bf16 false`) and
 bf16 (`--bf16 true`) round by round, so that the machine's drift falls on both alike; a step's time is the
 wall-clock time between two logged steps' records in metrics.jsonl (generation, scoring, the update), from the
-second step on (the first holds warm-up). Prints and saves the median step time of each, and their ratio.
+second step on (the first holds warm-up). Prints and saves the median step time of each, and their ratio; then
+SmolLM2's generation alone (16 chat prompts, 32 new tokens each, greedy) with its weights held four ways, fp32,
+under autocast as weights that train, under autocast frozen (LoRA's base), and in bf16, round by round alike.
 """
 
 import argparse
@@ -42,6 +45,26 @@ def matmul_rate(dtype, threads: int = 2, size: int = 2048, repeats: int = 10) ->
     return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
 
 
+GENERATION = ["fp32", "autocast", "autocast, frozen", "bf16 weights"]
+
+
+def generation_seconds(model, tokenizer, held: str) -> float:
+    """One `generate` call's time for 16 chat prompts x 32 new tokens, the model's weights held as `held` says."""
+    import torch
+
+    chats = [[{"role": "user", "content": f"What is {i} + {2 * i + 3}?"}] for i in range(16)]
+    tokenizer.padding_side = "left"
+    batch = tokenizer.apply_chat_template(chats, add_generation_prompt=True, padding=True, return_tensors="pt",
+                                          return_dict=True)
+    model.to(torch.bfloat16 if held == "bf16 weights" else torch.float32)
+    model.requires_grad_(held != "autocast, frozen")  # autocast keeps a cast copy only of a weight that trains
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=held.startswith("autocast")):
+        start = time.perf_counter()
+        model.generate(**batch, max_new_tokens=32, min_new_tokens=32, do_sample=False,
+                       pad_token_id=tokenizer.pad_token_id)
+        return time.perf_counter() - start
+
+
 def step_seconds(out) -> list[float]:
     """Seconds between consecutive training logs, from the second step on."""
     times = [json.loads(line)["wall_time"] for line in (REPO / out / "metrics.jsonl").open() if '"reward"' in line]
@@ -50,7 +73,7 @@ def step_seconds(out) -> list[float]:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", nargs="+", choices=list(RUNS), default=list(RUNS))
+    parser.add_argument("--runs", nargs="*", choices=list(RUNS), default=list(RUNS))  # none: generation alone
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
@@ -78,9 +101,22 @@ def main():
         row["bf16/fp32"] = round(row["bf16"] / row["fp32"], 2)
         results[name] = row
         print(f"{name}: median step {row['fp32']} s in fp32, {row['bf16']} s in bf16: {row['bf16/fp32']}x", flush=True)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    smollm2 = REPO / "assets" / "SmolLM2-135M-Instruct"
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(smollm2), AutoTokenizer.from_pretrained(smollm2)
+    torch.set_num_threads(args.threads)
+    generation_seconds(model, tokenizer, "fp32")  # warm-up
+    seconds = {held: [] for held in GENERATION}
+    for _ in range(args.rounds + 1):
+        for held in GENERATION:
+            seconds[held].append(generation_seconds(model, tokenizer, held))
+    generation = {held: round(statistics.median(t), 2) for held, t in seconds.items()}
+    print("SmolLM2 generation, 16 prompts x 32 tokens: " + ", ".join(
+        f"{held} {t} s ({t / generation['fp32']:.2f}x)" for held, t in generation.items()), flush=True)
     record = {"command": " ".join(["python", *sys.argv]), "cpu": shown, "matmul_gflops": rates,
-              "threads": args.threads, "rounds": args.rounds, "runs": results}
-    path = REPO / "benchmarks" / "results" / "cpu_bf16.json"
+              "threads": args.threads, "rounds": args.rounds, "runs": results, "generation_seconds": generation}
+    path = REPO / "benchmarks" / "results" / ("cpu_bf16.json" if args.runs else "cpu_bf16_generation.json")
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"written to {path}")
 
