@@ -287,7 +287,11 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         peft_config = None
     if training_args.bf16:  # PPOTrainer's accelerator takes its mixed precision from accelerate's launcher alone
         os.environ["ACCELERATE_MIXED_PRECISION"] = "bf16"
-    loaded = [(param, param.dtype) for param in policy.parameters()]
+    # QLoRA in 4 bits under --bf16: trl 1.12 casts the policy's frozen embeddings and LM head to bf16, and its own
+    # generation, outside autocast, fails on them (float != BFloat16): they go back to the dtype they loaded in
+    cast_back = training_args.bf16 and getattr(policy, "is_loaded_in_4bit", False) and (
+        training_args.deepspeed_plugin is None)  # DeepSpeed holds every weight in its own dtype
+    loaded = [(param, param.dtype) for param in policy.parameters()] if cast_back else []
     trainer = PPOTrainerWithRewardLogs(
         args=training_args,
         processing_class=tokenizer,
@@ -300,11 +304,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         eval_dataset=eval_dataset.select_columns(["input_ids"]) if eval_dataset is not None else None,
         peft_config=peft_config,
     )
-    # QLoRA in 4 bits under --bf16: trl 1.12 casts the policy's frozen embeddings and LM head to bf16, and its own
-    # generation, outside autocast, fails on them (float != BFloat16): they go back to the dtype they loaded in
-    if training_args.bf16 and getattr(policy, "is_loaded_in_4bit", False) and not trainer.is_deepspeed_enabled:
-        for param, dtype in loaded:
-            param.data = param.data.to(dtype)
+    for param, dtype in loaded:  # QLoRA under --bf16: back to the dtype it loaded in, as said above
+        param.data = param.data.to(dtype)
     policy.generation_config.eos_token_id = sorted(stops) or None  # PPOTrainer set the tokenizer's eos alone
     evaluation = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after, sampled as PPOTrainer samples

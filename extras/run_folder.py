@@ -26,10 +26,9 @@ from pathlib import Path
 MODEL_FILES = (  # the model (save_pretrained), or a LoRA adapter, and its tokenizer
     r"config\.json", r"generation_config\.json", r"model(-\d+-of-\d+)?\.safetensors",
     r"model\.safetensors\.index\.json", r"pytorch_model(-\d+-of-\d+)?\.bin", r"pytorch_model\.bin\.index\.json",
-    r"adapter_config\.json",
-    r"adapter_model\.(safetensors|bin)", r"tokenizer\.json", r"tokenizer_config\.json", r"special_tokens_map\.json",
-    r"added_tokens\.json", r"chat_template\.(jinja|json)", r"vocab\.(json|txt)", r"merges\.txt", r"tokenizer\.model",
-    r"spiece\.model", r"sentencepiece\.bpe\.model",
+    r"adapter_config\.json", r"adapter_model\.(safetensors|bin)", r"tokenizer\.json", r"tokenizer_config\.json",
+    r"special_tokens_map\.json", r"added_tokens\.json", r"chat_template\.(jinja|json)", r"vocab\.(json|txt)",
+    r"merges\.txt", r"tokenizer\.model", r"spiece\.model", r"sentencepiece\.bpe\.model",
 )
 RUN_FILES = (
     # the run's records and plots (extras/outputs.py, extras/evaluation.py), the trainer's arguments
@@ -150,9 +149,8 @@ def prepare(training_args, script_args, inputs: list[tuple[str, str | None]]) ->
                      "--resume_from_checkpoint last")
         why = f"--resume_from_checkpoint {wanted}" if last else "--overwrite_output_dir"
         replace(out, given, entries, ours, local, why, main)
-    elif not script_args.eval_only and any(named(entry.name, MODEL_FILES) for entry in ours):
-        listed = ", ".join(entry.name for entry in ours if named(entry.name, MODEL_FILES))
-        sys.exit(f"error: --output_dir {given} holds a model's files ({listed}) and no run's records "
+    elif not script_args.eval_only and (model := [entry.name for entry in ours if named(entry.name, MODEL_FILES)]):
+        sys.exit(f"error: --output_dir {given} holds a model's files ({', '.join(model)}) and no run's records "
                  "(training_args.bin, metrics.jsonl, a checkpoint): they may be a model of yours, which the run would "
                  "write over; move them, or give the run a folder of its own")
     return str(found) if found else None
