@@ -424,10 +424,18 @@ def parse_args(args: list[str] | None = None) -> tuple:
 
 
 def parse_without_extras(args: list[str] | None) -> tuple:
-    """TrlParser's parse of a copy without extras/, saying what it goes without."""
+    """TrlParser's parse of a copy without extras/, saying what it goes without; REFUSED's options stop it, as a flag
+    or a recipe key, as they stop a run with extras/."""
     print(f"extras/ is not beside {Path(__file__).name}: no summary.json, records, plots, held-out evaluation, "
           "no-signal warning or one-sentence checks")
-    return make_parser().parse_args_and_config(args)
+    parser = make_parser()
+    defaults = {name: parser.get_default(name) for name in REFUSED}  # before a recipe's values replace them
+    parsed = parser.parse_args_and_config(args)
+    given = vars(parser.parse_known_args(args)[0])  # argparse's values: a config's __post_init__ changes some defaults
+    for name, why in REFUSED.items():
+        if given[name] != defaults[name]:
+            sys.exit(f"error: --{name} is not supported here: {why}")
+    return parsed
 
 
 if __name__ == "__main__":

@@ -63,12 +63,19 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
         tmp_path / "out")
     assert not (tmp_path / "out" / "summary.json").exists()  # the run's records are an extra
 
-    for flag, value, extra in [("--eval_num_samples", 2, "evaluation"), ("--resume_from_checkpoint", "last", "ppo")
-                               if script.startswith("ppo") else ("--tools", "calculator", "tools")]:
+    ppo = script.startswith("ppo")
+    needs = [("--eval_num_samples", 2, "evaluation"), 
+             ("--resume_from_checkpoint", "last", "ppo") if ppo else ("--tools", "calculator", "tools")]
+    for flag, value, extra in needs:
         refused = run_script(script, "--config", mine / "recipe.yaml", flag, value, "--output_dir", tmp_path / "no",
                              cwd=tmp_path, env=env, check=False)
         assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
             f"error: {flag} needs extras/{extra}.py: copy the extras/ folder beside {script}")
+    # An option refused with extras/ is refused without: one that drops the rewards' columns, set away from its default
+    refused = run_script(script, "--config", mine / "recipe.yaml", "--remove_unused_columns", "true" if not ppo else
+                         "false", "--output_dir", tmp_path / "no", cwd=tmp_path, env=env, check=False)
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1].startswith(
+        "error: --remove_unused_columns is not supported here: ")
     refused = run_script(script, "--output_dir", tmp_path / "no", cwd=tmp_path, env=env, check=False)
     recipe = f"recipes/tiny/{script.split('_')[0]}.yaml"
     assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
