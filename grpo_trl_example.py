@@ -67,7 +67,6 @@ import torch
 from accelerate import PartialState
 from datasets import load_dataset
 from transformers import AutoConfig, AutoTokenizer, set_seed
-from transformers.utils import find_adapter_config_file
 from trl import (GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config,
                  get_quantization_config)
 
@@ -205,13 +204,10 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         attn_implementation=model_args.attn_implementation,
     )
     policy = model_args.model_name_or_path
-    if not script_args.eval_only:
+    if script_args.eval_only:  # nothing trains: the model as it is, or a LoRA adapter on the base its config names
+        policy = extra("evaluation", "--eval_only").model_to_evaluate(policy, model_args, training_args)
+    else:
         check_precision(model_args, training_args, policy, None, training_args.trust_remote_code, "--bf16 true")
-    if script_args.eval_only and find_adapter_config_file(policy, revision=model_args.model_revision):
-        from peft import AutoPeftModelForCausalLM  # a LoRA adapter, on the base model its config names
-
-        policy = AutoPeftModelForCausalLM.from_pretrained(policy, dtype=model_args.dtype,
-                                                          trust_remote_code=training_args.trust_remote_code)
 
     ################
     # Training
@@ -238,14 +234,14 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         for module in trainer.model.modules():
             if hasattr(module, "support_avx512bf16_for_cpu"):
                 module.support_avx512bf16_for_cpu = False
+    if script_args.eval_only:  # the model evaluated once, as training evaluates the policy: eval.json and the table
+        return extra("evaluation", "--eval_only").evaluate_only(trainer, eval_dataset, eval_source,
+                                                                reward_funcs + eval_reward_funcs, script_args)
     evaluation = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
         evaluation = extra("evaluation", "--eval_num_samples").for_grpo(trainer, eval_dataset, eval_source,
                                                                          reward_funcs + eval_reward_funcs, script_args)
         trainer.add_callback(evaluation)
-        if script_args.eval_only:
-            evaluation.evaluate_only(trainer.state.global_step)
-            return trainer.accelerator.end_training()
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
         start = outputs.record(trainer, script_args, beta=training_args.beta)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)

@@ -2,7 +2,8 @@
 per prompt drawn as training draws them (its GenerationConfig, stop tokens and prompt ids) plus one greedy, on each
 process's slice, scored by the training rewards and --eval_reward_funcs: pass@1, pass@K, maj@K and greedy accuracy
 for a correctness reward (`rewards.reads`), means for the others; and, where the trainer holds a reference, the
-sampled completions' KL to it."""
+sampled completions' KL to it. --eval_only: a saved model or adapter evaluated once, as a run evaluates its policy
+(GRPO's here; PPO's in extras/ppo.py)."""
 
 import copy
 import itertools
@@ -308,6 +309,26 @@ def held_out(train, test, script_args, seed: int):
     if PartialState().is_main_process:
         print(f"no '{script_args.dataset_test_split}' split: evaluating on {source}")
     return split["train"], split["test"], source
+
+
+def model_to_evaluate(path: str, model_args, training_args):
+    """GRPO's --eval_only: `path` for GRPOTrainer to load, or where it is a LoRA adapter (a folder or a hub repository
+    with no config.json, which GRPOTrainer cannot load), the adapter on the base model its config names."""
+    from transformers.utils import find_adapter_config_file
+
+    if not find_adapter_config_file(path, revision=model_args.model_revision):
+        return path
+    from peft import AutoPeftModelForCausalLM
+
+    return AutoPeftModelForCausalLM.from_pretrained(path, revision=model_args.model_revision, dtype=model_args.dtype,
+                                                    trust_remote_code=training_args.trust_remote_code)
+
+
+def evaluate_only(trainer, dataset, source: str, reward_funcs: list, script_args) -> None:
+    """GRPO's --eval_only: the trainer's policy evaluated once, as `for_grpo` evaluates it before and after training,
+    with nothing trained or saved; then every process leaves together."""
+    for_grpo(trainer, dataset, source, reward_funcs, script_args).evaluate_only(trainer.state.global_step)
+    trainer.accelerator.end_training()
 
 
 def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> "BeforeAfterEval":

@@ -64,7 +64,7 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
     assert not (tmp_path / "out" / "summary.json").exists()  # the run's records are an extra
 
     ppo = script.startswith("ppo")
-    needs = [("--eval_num_samples", 2, "evaluation"), 
+    needs = [("--eval_num_samples", 2, "evaluation"), ("--eval_only", "true", "ppo" if ppo else "evaluation"),
              ("--resume_from_checkpoint", "last", "ppo") if ppo else ("--tools", "calculator", "tools")]
     for flag, value, extra in needs:
         refused = run_script(script, "--config", mine / "recipe.yaml", flag, value, "--output_dir", tmp_path / "no",
