@@ -65,12 +65,14 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
 
     ppo = script.startswith("ppo")
     needs = [("--eval_num_samples", 2, "evaluation"), ("--eval_only", "true", "ppo" if ppo else "evaluation"),
-             ("--resume_from_checkpoint", "last", "ppo") if ppo else ("--tools", "calculator", "tools")]
+             ("--resume_from_checkpoint", "last", "ppo" if ppo else "run_folder")]
+    needs += [] if ppo else [("--tools", "calculator", "tools")]
     for flag, value, extra in needs:
         refused = run_script(script, "--config", mine / "recipe.yaml", flag, value, "--output_dir", tmp_path / "no",
                              cwd=tmp_path, env=env, check=False)
+        said = f"{flag} {value}" if extra == "run_folder" else flag  # a checkpoint's path resumes without it
         assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
-            f"error: {flag} needs extras/{extra}.py: copy the extras/ folder beside {script}")
+            f"error: {said} needs extras/{extra}.py: copy the extras/ folder beside {script}")
     # An option refused with extras/ is refused without: one that drops the rewards' columns, set away from its default
     refused = run_script(script, "--config", mine / "recipe.yaml", "--remove_unused_columns", "true" if not ppo else
                          "false", "--output_dir", tmp_path / "no", cwd=tmp_path, env=env, check=False)
