@@ -431,6 +431,8 @@ def parse_without_extras(args: list[str] | None) -> tuple:
     for name, why in REFUSED.items():
         if given[name] != defaults[name]:
             sys.exit(f"error: --{name} is not supported here: {why}")
+    if parsed[0].stop_on_no_signal:  # the no-signal watchdog, which would stop the run, is extras/outputs.py's
+        extra("outputs", "--stop_on_no_signal")
     if parsed[1].resume_from_checkpoint == "last":  # the run's newest complete checkpoint, which run_folder.py finds
         extra("run_folder", "--resume_from_checkpoint last")  # (a checkpoint's folder by its path resumes without it)
     return parsed

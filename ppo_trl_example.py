@@ -709,6 +709,8 @@ def parse_without_extras(args: list[str] | None) -> tuple:
     for name, why in REFUSED.items():
         if given[name] != defaults[name]:
             sys.exit(f"error: --{name} is not supported here: {why}")
+    if parsed[0].stop_on_no_signal:  # the no-signal watchdog, which would stop the run, is extras/outputs.py's
+        extra("outputs", "--stop_on_no_signal")
     return parsed
 
 

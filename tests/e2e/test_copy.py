@@ -66,7 +66,7 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
     ppo = script.startswith("ppo")
     needs = [("--eval_num_samples", 2, "evaluation"), ("--eval_only", "true", "ppo" if ppo else "evaluation"),
              ("--resume_from_checkpoint", "last", "ppo" if ppo else "run_folder")]
-    needs += [] if ppo else [("--tools", "calculator", "tools")]
+    needs += [("--stop_on_no_signal", "true", "outputs")] + ([] if ppo else [("--tools", "calculator", "tools")])
     for flag, value, extra in needs:
         refused = run_script(script, "--config", mine / "recipe.yaml", flag, value, "--output_dir", tmp_path / "no",
                              cwd=tmp_path, env=env, check=False)
