@@ -698,8 +698,8 @@ def parse_args(args: list[str] | None = None) -> tuple:
 
 
 def parse_without_extras(args: list[str] | None) -> tuple:
-    """TrlParser's parse of a copy without extras/, saying what it goes without; REFUSED's options stop it, as a flag
-    or a recipe key, as they stop a run with extras/."""
+    """TrlParser's parse of a copy without extras/, saying what it goes without. REFUSED's options stop it, as a flag
+    or a recipe key, as they stop a run with extras/, and so does a flag that only an extra would act on."""
     print(f"extras/ is not beside {Path(__file__).name}: no summary.json, records, plots, held-out evaluation, "
           "no-signal warning, DeepSpeed, resume or one-sentence checks")
     parser = make_parser()
