@@ -154,6 +154,9 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
                   *[("--reward_model_name_or_path", path) for path in script_args.reward_model_name_or_path]]
         training_args.resume_from_checkpoint = run_folder.prepare(training_args, script_args, inputs)
     check_generation_boundaries(training_args)  # no reused completions in a checkpoint: save where a generation begins
+    if not script_args.eval_only:  # no weight that trains held in bf16 or fp16 under a plain optimizer
+        check_precision(model_args, training_args, model_args.model_name_or_path, None, training_args.trust_remote_code,
+                        "--bf16 true")
 
     ################
     # Dataset
@@ -204,10 +207,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         attn_implementation=model_args.attn_implementation,
     )
     policy = model_args.model_name_or_path
-    if script_args.eval_only:  # nothing trains: the model as it is, or a LoRA adapter on the base its config names
+    if script_args.eval_only:  # the model as it is, or a LoRA adapter on the base its config names
         policy = extra("evaluation", "--eval_only").model_to_evaluate(policy, model_args, training_args)
-    else:
-        check_precision(model_args, training_args, policy, None, training_args.trust_remote_code, "--bf16 true")
 
     ################
     # Training

@@ -172,6 +172,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
                   ("--reward_model_path", training_args.reward_model_path),
                   ("--value_model_path", script_args.value_model_path)]
         training_args.resume_from_checkpoint = run_folder.prepare(training_args, script_args, inputs)
+    if not script_args.eval_only:  # no weight that trains held in bf16 or fp16 under a plain optimizer
+        check_precision(model_args, training_args, policy_path, script_args.value_model_path or policy_path,
+                        script_args.trust_remote_code, "--bf16 true")
 
     ################
     # Dataset and tokenizer
@@ -197,9 +200,6 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     train_dataset = datasets[0]
     eval_dataset = datasets[1] if len(datasets) > 1 else None
     check_prompts(datasets, tokenizer, training_args)
-    if not script_args.eval_only:
-        check_precision(model_args, training_args, policy_path, script_args.value_model_path or policy_path,
-                        script_args.trust_remote_code, "--bf16 true")
 
     ################
     # Rewards
