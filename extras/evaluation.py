@@ -326,7 +326,9 @@ def model_to_evaluate(path: str, model_args, training_args):
 
 def evaluate_only(trainer, dataset, source: str, reward_funcs: list, script_args) -> None:
     """GRPO's --eval_only: the trainer's policy evaluated once, as `for_grpo` evaluates it before and after training,
-    with nothing trained or saved; then every process leaves together."""
+    with nothing trained or saved; then every process leaves together. The policy runs in the precision training runs
+    it in: accelerate's prepare, which train() would call, puts --bf16's autocast on its forward."""
+    trainer.model_wrapped = trainer.accelerator.prepare_model(trainer.model, evaluation_mode=True)
     for_grpo(trainer, dataset, source, reward_funcs, script_args).evaluate_only(trainer.state.global_step)
     trainer.accelerator.end_training()
 
