@@ -653,23 +653,17 @@ def extra(name: str, flag: str):
         sys.exit(f"error: {flag} needs extras/{name}.py: copy the extras/ folder beside {Path(__file__).name}")
 
 
-def cpu_computes_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX: 2.8x its fp32 rate on an AMD EPYC); on the
-    others bf16 is emulated, and slower than fp32 (BENCHMARKS.md, section 27)."""
-    capabilities = torch.cpu.get_capabilities()
-    return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
-
-
 def make_parser() -> TrlParser:
     """TRL's configs, with a CPU's defaults where there is no GPU, and a completion that ends at its stop token."""
     # allow_abbrev=False: a flag short of its last letters (--learning_rat) is an unknown one, not the flag it begins
     parser = TrlParser((PPOScriptArguments, PPOConfig, ModelConfig), allow_abbrev=False)
     # bf16 mixed precision, which PPOTrainer takes from accelerate's launcher (main() passes --bf16 on), is TRL's
-    # default on a GPU, where PPOTrainer never read it and trained in fp32, as it still does unless asked; on a CPU
-    # that computes bf16, the default. TRL's other defaults are a GPU's: here the CPU (gloo between processes)
+    # default on a GPU, where PPOTrainer never read it and trained in fp32, as it still does unless asked, on a CPU
+    # too: even where the CPU computes bf16, PPO's LoRA recipe learned less reliably in it (BENCHMARKS.md, section 27).
+    # TRL's other defaults are a GPU's: here the CPU (gloo between processes)
     parser.set_defaults(bf16=False)
     if not torch.cuda.is_available():
-        parser.set_defaults(use_cpu=True, bf16=cpu_computes_bf16())
+        parser.set_defaults(use_cpu=True)
     parser.set_defaults(activation_checkpointing=torch.cuda.is_available(), gradient_checkpointing=None,
                         sft_model_path=None, reward_model_path=None)  # PPOConfig's are hub models: a run names its own
     # A completion ends at its first stop token. TRL's default (None) generates past it, and the reward would score

@@ -113,7 +113,7 @@ SHOWN = {"GRPOConfig": ("learning_rate", "length", "num_generations", "max_compl
 
 def settings_line(origin: str, values, config_class: str, defaults: dict | None = None) -> str:
     """Where a run's settings came from, the main ones, and what it leaves off; on a CPU, the precision it computes in,
-    and why (`defaults`: the parser's, which follow the CPU's capability)."""
+    and why (`defaults`: the parser's; GRPO's follow the CPU's capability, PPO's are fp32)."""
     steps = getattr(values, "max_steps", -1)
     episodes = getattr(values, "total_episodes", None)
     length = (f"{steps} step{'s' * (steps != 1)}" if steps > 0 else f"total_episodes {episodes}" if episodes else
@@ -121,9 +121,9 @@ def settings_line(origin: str, values, config_class: str, defaults: dict | None 
     shown = [length if key == "length" else f"{key} {getattr(values, key):g}" if isinstance(getattr(values, key), float)
              else f"{key} {getattr(values, key)}" for key in SHOWN[config_class]]
     if values.use_cpu:
-        by_cpu = values.bf16 == (defaults or {}).get("bf16")
-        why = ("the CPU computes bf16" if values.bf16 else "the CPU has no native bf16") if by_cpu else (
-            f"--bf16 {str(values.bf16).lower()}")
+        asked = values.bf16 != (defaults or {}).get("bf16")
+        why = (f"--bf16 {str(values.bf16).lower()}" if asked else "the CPU computes bf16" if values.bf16 else
+               "PPO's default on a CPU" if config_class == "PPOConfig" else "the CPU has no native bf16")
         shown.append(f"{'bf16 mixed precision' if values.bf16 else 'fp32'} ({why})")
     off = "" if values.eval_num_samples > 0 else "; off: the held-out evaluation (--eval_num_samples K)"
     return f"settings: {origin}, then the flags: {', '.join(shown)}{off}"

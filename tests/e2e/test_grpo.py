@@ -416,7 +416,7 @@ def test_the_closing_summary_says_when_a_run_made_the_policy_worse(tmp_path, scr
                                             ("ppo_trl_example.py", ["--total_episodes", 128])])
 @pytest.mark.parametrize("bf16", [True, False])
 def test_bf16_computes_in_bf16_and_trains_fp32_weights(tmp_path, script, length, bf16):
-    """--bf16 true on a CPU (the default where it computes bf16): bf16 autocast over fp32 weights, as on a GPU, which
+    """--bf16 true on a CPU (GRPO's default where it computes bf16): bf16 autocast over fp32 weights, as on a GPU, which
     the run says and summary.json keeps; PPOTrainer takes it from accelerate's launcher, which the script sets."""
     out = tmp_path / "out"
     proc = run_script(script, *length, "--eval_num_samples", 0, "--bf16", str(bf16).lower(), "--output_dir", out,

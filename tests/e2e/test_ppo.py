@@ -517,7 +517,7 @@ def test_yaml_config_with_value_model_and_ppo_settings(tmp_path):
                       f"value_model_path: {value_dir}\nnum_ppo_epochs: 1\nresponse_length: 2\n"
                       "missing_eos_penalty: 1.0\nkl_coef: 0.5\nactivation_checkpointing: true\n"
                       "eval_num_samples: 0\n"  # the evaluation's generation would switch checkpointing too
-                      "bf16: false\n")  # fp32 on every CPU: bf16 rounds the rollout's pass and the update's apart
+                      "bf16: false\n")  # PPO's default, pinned: bf16 rounds the rollout's pass and the update's apart
     launcher, env, spy = spied(tmp_path)
     proc = run_script(SCRIPT, "--config", config, "--kl_coef", 0.2, cwd=tmp_path, launcher=launcher, env=env)
     assert_no_preventable_warnings(proc.stdout + proc.stderr)  # checkpointing on, one minibatch of one epoch

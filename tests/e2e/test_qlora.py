@@ -36,7 +36,7 @@ def test_a_checkpoint_saved_quantized_trains_fp32_adapters_too(tmp_path, script)
     to --load_in_4bit, and its adapters trained in bf16; PPO passed a quantization_config of None, which loads such a
     checkpoint's packed weights as plain ones and fails, and its value model, made from the same checkpoint, would
     have been 4-bit, its layers frozen: it is dequantized, and trains in full. In bf16 mixed precision, on every CPU
-    (the default where it computes bf16): there trl 1.12's PPOTrainer cast the frozen embeddings and LM head to bf16,
+    (GRPO's default where it computes bf16): there trl 1.12's PPOTrainer cast the frozen embeddings and LM head to bf16,
     and its generation, outside autocast, failed on them."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
