@@ -420,18 +420,24 @@ def parse_args(args: list[str] | None = None) -> tuple:
     return script_args, training_args, model_args
 
 
-def parse_without_extras(args: list[str] | None) -> tuple:
-    """TrlParser's parse of a copy without extras/, saying what it goes without. REFUSED's options stop it, as a flag
-    or a recipe key, as they stop a run with extras/, and so does a flag that only an extra would act on."""
-    print(f"extras/ is not beside {Path(__file__).name}: no summary.json, records, plots, held-out evaluation, "
-          "no-signal warning or one-sentence checks")
-    parser = make_parser()
-    defaults = {name: parser.get_default(name) for name in REFUSED}  # before a recipe's values replace them
+def parse_refusing(parser: TrlParser, refused: dict[str, str], args: list[str] | None) -> tuple:
+    """`parser.parse_args_and_config(args)`, stopped in one sentence at an option of `refused` set away from its
+    default, as a flag or a recipe key (with extras/, extras/cli.py refuses them as it parses)."""
+    defaults = {name: parser.get_default(name) for name in refused}  # before a recipe's values replace them
     parsed = parser.parse_args_and_config(args)
     given = vars(parser.parse_known_args(args)[0])  # argparse's values: a config's __post_init__ changes some defaults
-    for name, why in REFUSED.items():
+    for name, why in refused.items():
         if given[name] != defaults[name]:
             sys.exit(f"error: --{name} is not supported here: {why}")
+    return parsed
+
+
+def parse_without_extras(args: list[str] | None) -> tuple:
+    """TrlParser's parse of a copy without extras/, saying what it goes without. REFUSED's options stop it, as they
+    stop a run with extras/, and so does a flag that only an extra would act on."""
+    print(f"extras/ is not beside {Path(__file__).name}: no summary.json, records, plots, held-out evaluation, "
+          "no-signal warning or one-sentence checks")
+    parsed = parse_refusing(make_parser(), REFUSED, args)
     if parsed[0].stop_on_no_signal:  # the no-signal watchdog, which would stop the run, is extras/outputs.py's
         extra("outputs", "--stop_on_no_signal")
     if parsed[1].resume_from_checkpoint == "last":  # the run's newest complete checkpoint, which run_folder.py finds

@@ -31,7 +31,7 @@ def test_the_scripts_import_from_the_project_only_rewards_and_extras():
 
 
 # Defined in both scripts, each a copy that trains right without the other: the same code, word for word
-SHARED = ["load_prompts", "check_precision", "check_limits", "extra"]
+SHARED = ["load_prompts", "check_precision", "check_limits", "extra", "parse_refusing"]
 
 
 def test_what_both_scripts_define_is_one_definition():
