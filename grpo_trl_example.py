@@ -129,10 +129,6 @@ class GRPOScriptArguments(ScriptArguments, RewardArguments):
         "help": "Tools the model may call: calculator, python, or module.function (extras/tools.py)."})
     environment_factory: str | None = field(default=None, metadata={
         "help": "A stateful environment whose methods are tools: notebook, or module.Class (extras/tools.py)."})
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Replace the run that --output_dir holds: the files runs write are removed, nothing else, and a folder "
-                "that holds another file or this run's inputs is refused. Without it such a folder stops the run, "
-                "unless the run continues it (--resume_from_checkpoint last). Needs extras/."})
     no_signal_patience: int = field(default=5, metadata={
         "help": "Warn after this many logs without a learning signal (0: never)."})
     stop_on_no_signal: bool = field(default=False, metadata={"help": "Stop cleanly at that warning."})
@@ -149,10 +145,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         sys.exit("error: --dataset_name is missing: give a .jsonl, .json, .csv or .parquet file, a folder, or a hub id")
     if checks:  # the run's paths, models, launch and packages
         checks.check(script_args, training_args, model_args)
-    if run_folder:  # a folder of its own: continued, replaced or new; `last`, the newest complete checkpoint
-        inputs = [("--model_name_or_path", model_args.model_name_or_path), ("--dataset_name", script_args.dataset_name),
-                  *[("--reward_model_name_or_path", path) for path in script_args.reward_model_name_or_path]]
-        training_args.resume_from_checkpoint = run_folder.prepare(training_args, script_args, inputs)
+    if run_folder:  # a new or empty folder, or the run it holds continued; `last`, the newest complete checkpoint
+        training_args.resume_from_checkpoint = run_folder.prepare(training_args, script_args)
     check_generation_boundaries(training_args)  # no reused completions in a checkpoint: save where a generation begins
     if not script_args.eval_only:  # no weight that trains held in bf16 or fp16 under a plain optimizer
         check_precision(model_args, training_args, model_args.model_name_or_path, None, training_args.trust_remote_code,
@@ -243,6 +237,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         evaluation = extra("evaluation", "--eval_num_samples").for_grpo(trainer, eval_dataset, eval_source,
                                                                          reward_funcs + eval_reward_funcs, script_args)
         trainer.add_callback(evaluation)
+    if run_folder:  # what each checkpoint holds, listed as it is saved: a run continued here removes no other
+        trainer.add_callback(run_folder.Written())
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
         start = outputs.record(trainer, script_args, beta=training_args.beta)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
@@ -440,8 +436,10 @@ def parse_without_extras(args: list[str] | None) -> tuple:
     parsed = parse_refusing(make_parser(), REFUSED, args)
     if parsed[0].stop_on_no_signal:  # the no-signal watchdog, which would stop the run, is extras/outputs.py's
         extra("outputs", "--stop_on_no_signal")
-    if parsed[1].resume_from_checkpoint == "last":  # the run's newest complete checkpoint, which run_folder.py finds
-        extra("run_folder", "--resume_from_checkpoint last")  # (a checkpoint's folder by its path resumes without it)
+    if str(parsed[1].resume_from_checkpoint).lower() in ("last", "true"):  # the newest complete checkpoint, which
+        extra("run_folder", f"--resume_from_checkpoint {parsed[1].resume_from_checkpoint}")  # run_folder.py finds
+    if parsed[1].save_total_limit and list(Path(parsed[1].output_dir).glob("checkpoint-*")):  # transformers' rotation
+        extra("run_folder", "--save_total_limit in a folder with checkpoints")  # takes any: run_folder.py knows whose
     return parsed
 
 

@@ -145,9 +145,6 @@ class PPOScriptArguments(ScriptArguments, RewardArguments):
     eval_num_samples: int = field(default=0, metadata={"help": "K > 0: held-out pass@K before and after (extras/)."})
     eval_max_prompts: int = field(default=256, metadata={"help": "Evaluate at most this many held-out prompts."})
     eval_only: bool = field(default=False, metadata={"help": "Evaluate --model_name_or_path (or its adapter) only."})
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Replace the run that --output_dir holds, its files alone (else such a folder stops the run). Needs "
-                "extras/."})
     no_signal_patience: int = field(default=5, metadata={"help": "Warn after this many updates without signal."})
     stop_on_no_signal: bool = field(default=False, metadata={"help": "Stop cleanly at that warning."})
     tools: list[str] = field(default_factory=list, metadata={"help": "Refused: tool calling is GRPO's."})
@@ -167,11 +164,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if checks:  # the run's paths, models, launch and packages, and what PPOTrainer would fail on late or ignore
         checks.check(script_args, training_args, model_args)
         extras_ppo.check_options(script_args, training_args)
-    if run_folder:  # a folder of its own: continued, replaced or new; `last`, the newest complete checkpoint
-        inputs = [("--model_name_or_path", policy_path), ("--dataset_name", script_args.dataset_name),
-                  ("--reward_model_path", training_args.reward_model_path),
-                  ("--value_model_path", script_args.value_model_path)]
-        training_args.resume_from_checkpoint = run_folder.prepare(training_args, script_args, inputs)
+    if run_folder:  # a new or empty folder, or the run it holds continued; `last`, the newest complete checkpoint
+        training_args.resume_from_checkpoint = run_folder.prepare(training_args, script_args)
     if not script_args.eval_only:  # no weight that trains held in bf16 or fp16 under a plain optimizer
         check_precision(model_args, training_args, policy_path, script_args.value_model_path or policy_path,
                         script_args.trust_remote_code, "--bf16 true")
@@ -311,6 +305,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after, sampled as PPOTrainer samples
         evaluation = extra("ppo", "--eval_num_samples").evaluation(trainer, eval_dataset, eval_source,
                                                                     reward_funcs + eval_reward_funcs, script_args)
+    if run_folder:  # what each checkpoint holds, listed as it is saved: a run continued here removes no other
+        trainer.add_callback(run_folder.Written())
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
         start = outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
@@ -711,6 +707,8 @@ def parse_without_extras(args: list[str] | None) -> tuple:
     parsed = parse_refusing(make_parser(), REFUSED, args)
     if parsed[0].stop_on_no_signal:  # the no-signal watchdog, which would stop the run, is extras/outputs.py's
         extra("outputs", "--stop_on_no_signal")
+    if parsed[1].save_total_limit and list(Path(parsed[1].output_dir).glob("checkpoint-*")):  # transformers' rotation
+        extra("run_folder", "--save_total_limit in a folder with checkpoints")  # takes any: run_folder.py knows whose
     return parsed
 
 

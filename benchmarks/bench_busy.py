@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import OUTPUTS, REPO, machine, matmul_gflops, replacing
+from harness import OUTPUTS, REPO, fresh, machine, matmul_gflops
 
 RUNS = {
     "grpo": ["grpo_trl_example.py"],
@@ -60,7 +60,7 @@ def timed(name: str, setting: str, load: str | None) -> float:
     others = other_work(load) if load else []
     time.sleep(1 if others else 0)  # the other work under way
     start = time.perf_counter()
-    proc = subprocess.run(replacing([sys.executable, *RUNS[name], "--output_dir", str(out)]), cwd=REPO, env=env,
+    proc = subprocess.run(fresh([sys.executable, *RUNS[name], "--output_dir", str(out)]), cwd=REPO, env=env,
                           capture_output=True, text=True)
     seconds = time.perf_counter() - start
     for process in others:

@@ -1,5 +1,6 @@
 """Shared by the bench_*.py scripts: run a training script under timed_run.py and read back what it recorded."""
 
+import itertools
 import json
 import os
 import re
@@ -38,7 +39,7 @@ def run_logged(cmd: list[str], log_path: Path, threads: int = 1) -> float:
     The peak is the run's own (os.wait4's rusage, ru_maxrss), not that of other runs going on beside it.
     """
     env = {**os.environ, **ONE_THREAD_OFFLINE, "OMP_NUM_THREADS": str(threads)}
-    cmd = replacing(cmd)
+    cmd = fresh(cmd)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
@@ -54,14 +55,20 @@ def threads_env(threads: int) -> dict:
 
 def command(script: str, args: list, python: str = sys.executable) -> list[str]:
     """`python benchmarks/timed_run.py <script> <args>`, the command line a run uses (relative to the repo root)."""
-    return replacing([python, str(BENCH.relative_to(REPO) / "timed_run.py"), script, *map(str, args)])
+    return [python, str(BENCH.relative_to(REPO) / "timed_run.py"), script, *map(str, args)]
 
 
-def replacing(cmd: list) -> list:
-    """A run of a script with --overwrite_output_dir: a benchmark reruns into its own folders, and a script refuses a
-    folder that holds another run."""
-    runs_a_script = any(str(part).endswith("_trl_example.py") for part in cmd)
-    return [*cmd, "--overwrite_output_dir", "true"] if runs_a_script and "--output_dir" in map(str, cmd) else cmd
+def fresh(cmd: list) -> list:
+    """`cmd`, its --output_dir freed first where it runs a script: a benchmark reruns into its own folders, and a script
+    refuses a folder that holds a run. The earlier run there is moved aside, to NAME.earlier-N, never removed."""
+    words = list(map(str, cmd))
+    if any(w.endswith("_trl_example.py") for w in words) and "--output_dir" in words and (
+            "--resume_from_checkpoint" not in words):
+        out = REPO / words[words.index("--output_dir") + 1]
+        if out.is_dir() and any(out.iterdir()):
+            out.rename(next(aside for n in itertools.count(1)
+                            if not (aside := out.with_name(f"{out.name}.earlier-{n}")).exists()))
+    return cmd
 
 
 def show(cmd: list[str], env: dict | None = None, time_v: bool = False) -> str:
@@ -86,7 +93,7 @@ def run(script: str, args: list, record_path: Path, env: dict | None = None, tim
     if time_v:
         cmd = ["/usr/bin/time", "-v", *cmd]
     t_launch = time.time()
-    proc = subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(fresh(cmd), cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
     wall = time.time() - t_launch
     if proc.returncode != 0 or not record_path.exists():
         raise RuntimeError(f"{show(cmd)} exited with {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")

@@ -5,7 +5,7 @@
     cli.py           the command line, parsed once: mistakes in one sentence, refused options, a readable --help, the
                      settings line, and the default run, which names no model
     checks.py        the run's paths, models, launch and packages, checked before anything loads
-    run_folder.py    --output_dir: what a run continues, replaces and may remove
+    run_folder.py    --output_dir: a new folder, or the run it holds continued; nothing removed the run did not write
     evaluation.py    held-out pass@k, maj@k and greedy accuracy before and after training (--eval_num_samples)
     outputs.py       metrics.jsonl, completions.jsonl, summary.json, the plots, short logs, the no-signal watchdog
     tools.py         tool-calling GRPO (--tools, --environment_factory)

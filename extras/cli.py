@@ -10,6 +10,8 @@ import re
 import sys
 from pathlib import Path
 
+from extras import run_folder
+
 
 def parse(parser, refused: dict[str, str], args: list[str] | None = None, default_recipe: Path | None = None) -> tuple:
     """`parser.parse_args_and_config()`, parsed once, every mistake one `error:` line. Options the trainer never reads
@@ -62,10 +64,18 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
                                                                                      "dataset_name")})
         values = read_values(parser, config, args, actions, config_class)
     refuse(refused, defaults, values)
-    if os.environ.get("RANK", "0") == "0":
+    first = os.environ.get("RANK", "0") == "0"
+    if first:
         origin = (f"{Path(*default_recipe.parts[-3:])} (the default run: no model named)" if default_run else
                   f"TRL's defaults, then {recipe}" if recipe else "TRL's defaults")
         print(settings_line(origin, values, config_class, defaults))
+    if default_run and values.output_dir == config.get("output_dir"):  # the recipe's folder, not one named by flag
+        folder = run_folder.default_folder(values.output_dir, values.resume_from_checkpoint is not None)
+        if folder != values.output_dir:
+            parser.set_defaults(output_dir=folder)
+            if first:
+                print(f"{values.output_dir} holds files already: this run writes to {folder} (--output_dir names "
+                      "another)")
     try:
         return parser.parse_args_into_dataclasses(args=args)  # the recipe's values are the parser's defaults
     except ValueError as err:  # GRPOConfig's batch check says what is wrong, not what would be right
@@ -79,11 +89,6 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
                  "change --num_generations.")
 
 
-def same_folder(path: str | None, other: str | None) -> bool:
-    """Whether two paths name one folder (`out`, `./out`, its absolute path)."""
-    return path == other or None not in (path, other) and Path(path).resolve() == Path(other).resolve()
-
-
 def read_values(parser, config: dict, args: list[str], actions: dict, config_class: str):
     """argparse's values of `args` over the recipe `config`, applied as TrlParser applies a --config recipe (its `env`
     set, its values the parser's defaults); an unknown option is one line, naming the nearest."""
@@ -91,9 +96,6 @@ def read_values(parser, config: dict, args: list[str], actions: dict, config_cla
         os.environ[key] = str(value)
     parser.set_defaults_with_config(**config)
     values, unknown = parser.parse_known_args(args)
-    if config.get("overwrite_output_dir") and not same_folder(values.output_dir, parser.get_default("output_dir")):
-        parser.set_defaults(overwrite_output_dir=False)  # a recipe replaces its own folder's run, not a folder named
-        values, unknown = parser.parse_known_args(args)  # by flag (--overwrite_output_dir can)
     if unknown:
         name = next((u for u in unknown if u.startswith("-")), unknown[0])
         what = f"unknown option {name.split('=')[0]}" if name.startswith("-") else f"unexpected argument {name!r}"
@@ -215,10 +217,17 @@ COUNTERPARTS = {
 COUNTERPARTS_WHY = {"num_generations": "PPO samples one completion per prompt, and learns a value model as baseline"}
 
 
+# Options the scripts had and removed, each with what to do instead
+GONE = {"overwrite_output_dir": "it is gone, as from transformers 5: a run never empties a folder; give another "
+                                "--output_dir, or move the old run's files yourself (docs/outputs.md)"}
+
+
 def nearest(name: str, actions: dict, prefix: str = "") -> str:
     """The option meant: those `name` begins (the parsers take no abbreviation: --learning_rat is no flag), else the
-    closest spelling."""
+    closest spelling; for an option that is gone, what to do instead."""
     name = name.replace("-", "_")
+    if name in GONE:
+        return f": {GONE[name]}"
     options = [a for a in actions if a != "help"] + (["config"] if prefix else [])  # a flag, not a recipe key
     begun = [option for option in options if option.startswith(name)]
     close = [prefix + option for option in begun[:3] or difflib.get_close_matches(name, options, n=1, cutoff=0.6)]

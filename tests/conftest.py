@@ -214,25 +214,37 @@ def run_script(script: str, *args, cwd: Path, env: dict | None = None, check: bo
     env = {**START_ENV, **THREADS, **(env or {})}
     argv = [*launcher, str(REPO / script), *map(str, args)]
     out = Path(cwd, argv[argv.index("--output_dir") + 1]) if "--output_dir" in argv else None
-    before = set(out.iterdir()) if out and out.is_dir() else set()
+    # what --output_dir held before: byte for byte the same after, unless the run continues the run there
+    before = snapshot(out) if out and out.is_dir() and "--resume_from_checkpoint" not in argv else {}
     one_process = not launcher or (len(launcher) == 1 and launcher[0].endswith(".py"))  # the spy launcher is one
     python = script_python(script)
     if one_process and not fresh and os.environ.get("FRESH_PYTHON") != "1" and warm_python(python).can_fork(env):
         proc = warm_python(python).run(argv, cwd=cwd, env=env, timeout=timeout)
     else:
         proc = subprocess.run([python, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    # what replacing a run may remove, and only that (a copy without extras/ replaces none)
-    if out and out.is_dir() and script.endswith("_trl_example.py") and (REPO / "extras" / "run_folder.py").exists():
-        from extras.run_folder import is_run_file
-
-        unknown = sorted(p.name for p in set(out.iterdir()) - before if not is_run_file(p))
-        assert not unknown, f"{script} wrote {unknown} into --output_dir, which extras/run_folder.RUN_FILES lacks"
+    after = snapshot(out) if before else {}
+    assert not (changed := [path for path, held in before.items() if after.get(path) != held]), (
+        f"{script} removed or changed {changed[:5]} in {out}, which it did not write")
     if check and proc.returncode != 0:
         # A launcher's traceback fills the end of stderr; a process's own fatal error can sit far above it.
         fatal = [line for line in proc.stderr.splitlines() if line.startswith(FATAL)]
         pytest.fail(f"{script} exited with {proc.returncode}\n--- stdout ---\n{proc.stdout[-3000:]}"
                     f"\n--- stderr ---\n{proc.stderr[-6000:]}\n--- fatal errors in stderr ---\n" + "\n".join(fatal))
     return proc
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Everything under `folder`, each path (relative to it) with its bytes' hash, a link's target, or `folder/`; links
+    are not followed."""
+    import hashlib
+
+    held = {}
+    for root, folders, files in os.walk(folder):
+        for name in folders + files:
+            path = Path(root, name)
+            held[str(path.relative_to(folder))] = (f"-> {os.readlink(path)}" if path.is_symlink() else "folder/"
+                                                   if path.is_dir() else hashlib.sha1(path.read_bytes()).hexdigest())
+    return held
 
 
 @functools.cache
@@ -250,26 +262,56 @@ class WeightsLoaded(BaseException):
 
 
 @pytest.fixture
-def fails_early(capfd, monkeypatch):
+def until_weights(capfd, monkeypatch):
+    """`until_weights(cwd, *args, env=None, script="grpo_trl_example.py")`: run `script` with `args` in the test's own
+    process, as `python script.py` runs it from `cwd` (`runpy`, `__main__`, sys.argv, the working directory and the
+    environment set; the environment is restored after), up to where it would load a model's weights: (exit code, or
+    "loaded" where it got there; stdout; stderr). A run that stops at its checks spends ~10 s of a ~10.5 s subprocess
+    importing torch, transformers and trl: here, none."""
+    import runpy
+    import transformers
+
+    def refuse_weights(*args, **kwargs):
+        raise WeightsLoaded("the script loaded a model's weights")
+
+    def run(cwd: Path, *args, env: dict | None = None, script: str = "grpo_trl_example.py") -> tuple:
+        environ = dict(os.environ)
+        with monkeypatch.context() as patch:
+            patch.chdir(cwd)
+            patch.setattr(sys, "argv", [str(REPO / script), *map(str, args)])
+            patch.setattr(transformers.PreTrainedModel, "from_pretrained", refuse_weights)
+            os.environ.update(env or {})
+            if env and "PYTHONPATH" in env:
+                patch.syspath_prepend(env["PYTHONPATH"])
+            try:
+                with warnings.catch_warnings():  # warning filters the run sets are undone after it
+                    runpy.run_path(str(REPO / script), run_name="__main__")
+                returncode, message = 0, ""
+            except SystemExit as stop:  # what Python does with it: a string is printed to stderr, and exits 1
+                returncode, message = (1, f"{stop.code}\n") if isinstance(stop.code, str) else (stop.code, "")
+            except WeightsLoaded:
+                returncode, message = "loaded", ""
+            finally:
+                os.environ.clear()
+                os.environ.update(environ)
+        captured = capfd.readouterr()
+        return returncode, captured.out, captured.err + message
+
+    return run
+
+
+@pytest.fixture
+def fails_early(until_weights):
     """`fails_early(tmp_path, *args, env=None, script="grpo_trl_example.py", in_process=True)`: run `script` with
     `args`, check it stopped early and cleanly, and return its error line.
 
     Early and clean: the run ends with exit code 1 and one line, `error: ...`, the last of stderr (library warnings
     may come before it), with no traceback; no model weights were loaded; and nothing was written to --output_dir.
 
-    A run that stops at its option checks spends ~10 s of a ~10.5 s subprocess importing torch, transformers and trl,
-    so by default the script runs in the test's own process, as `python script.py` runs it (`runpy`, `__main__`,
-    sys.argv, the working directory and the environment set; the environment is restored after), with loading any
-    model's weights made an error. `in_process=False` runs it as a real subprocess: tests/unit/test_errors.py does
-    for one case of each script, which shows the exit code and stderr of a real process. `keep_stdout=True` leaves an
-    in-process run's stdout in `capfd` for the test to read.
+    By default the script runs in the test's own process (`until_weights`). `in_process=False` runs it as a real
+    subprocess: tests/unit/test_errors.py does for one case of each script, which shows the exit code and stderr of a
+    real process. `keep_stdout=True` leaves an in-process run's stdout in `capfd` for the test to read.
     """
-    import runpy
-    import transformers
-
-    def refuse_weights(*args, **kwargs):
-        raise WeightsLoaded("the script loaded a model's weights before stopping")
-
     def run(tmp_path: Path, *args, env: dict | None = None, script: str = "grpo_trl_example.py",
             in_process: bool = True, keep_stdout: bool = False) -> str:
         out = tmp_path / "out"
@@ -279,26 +321,10 @@ def fails_early(capfd, monkeypatch):
             returncode, stderr = proc.returncode, proc.stderr
             assert "Loading weights" not in proc.stderr + proc.stdout
         else:
-            environ = dict(os.environ)
-            monkeypatch.chdir(tmp_path)
-            monkeypatch.setattr(sys, "argv", [str(REPO / script), *map(str, args), "--output_dir", str(out)])
-            monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained", refuse_weights)
-            os.environ.update(env or {})
-            if env and "PYTHONPATH" in env:
-                monkeypatch.syspath_prepend(env["PYTHONPATH"])
-            try:
-                with warnings.catch_warnings():  # warning filters the run sets are undone after it
-                    runpy.run_path(str(REPO / script), run_name="__main__")
-                returncode, message = 0, ""
-            except SystemExit as stop:  # what Python does with it: a string is printed to stderr, and exits 1
-                returncode, message = (1, f"{stop.code}\n") if isinstance(stop.code, str) else (stop.code, "")
-            finally:
-                os.environ.clear()
-                os.environ.update(environ)
-            captured = capfd.readouterr()
-            stderr = captured.err + message
+            returncode, stdout, stderr = until_weights(tmp_path, *args, "--output_dir", out, env=env, script=script)
+            assert returncode != "loaded", "the script loaded a model's weights before stopping"
             if keep_stdout:
-                sys.stdout.write(captured.out)
+                sys.stdout.write(stdout)
         lines = stderr.strip().splitlines()
         assert returncode == 1, stderr[-3000:]
         assert lines and lines[-1].startswith("error: "), stderr[-3000:]

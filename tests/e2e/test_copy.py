@@ -65,12 +65,16 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
 
     ppo = script.startswith("ppo")
     needs = [("--eval_num_samples", 2, "evaluation"), ("--eval_only", "true", "ppo" if ppo else "evaluation"),
-             ("--resume_from_checkpoint", "last", "ppo" if ppo else "run_folder")]
+             ("--resume_from_checkpoint", "last", "ppo" if ppo else "run_folder"),
+             ("--save_total_limit", 1, "run_folder")]  # whose rotation takes a checkpoint-* of the user's
+    needs += [] if ppo else [("--resume_from_checkpoint", "true", "run_folder")]  # it failed after loading
     needs += [("--stop_on_no_signal", "true", "outputs")] + ([] if ppo else [("--tools", "calculator", "tools")])
+    (tmp_path / "no" / "checkpoint-1-best").mkdir(parents=True)
     for flag, value, extra in needs:
         refused = run_script(script, "--config", mine / "recipe.yaml", flag, value, "--output_dir", tmp_path / "no",
                              cwd=tmp_path, env=env, check=False)
-        said = f"{flag} {value}" if extra == "run_folder" else flag  # a checkpoint's path resumes without it
+        said = (f"{flag} in a folder with checkpoints" if flag == "--save_total_limit" else f"{flag} {value}"
+                if extra == "run_folder" else flag)  # a checkpoint's path resumes without it
         assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
             f"error: {said} needs extras/{extra}.py: copy the extras/ folder beside {script}")
     # An option refused with extras/ is refused without: one that drops the rewards' columns, set away from its default
@@ -78,6 +82,11 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
                          "false", "--output_dir", tmp_path / "no", cwd=tmp_path, env=env, check=False)
     assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1].startswith(
         "error: --remove_unused_columns is not supported here: ")
+    # --overwrite_output_dir, which the copy took and ignored, is gone: TRL's parser refuses it, as any unknown option
+    refused = run_script(script, "--config", mine / "recipe.yaml", "--overwrite_output_dir", "true", "--output_dir",
+                         tmp_path / "no", cwd=tmp_path, env=env, check=False)
+    assert refused.returncode == 1 and (
+        "not used by the HfArgumentParser: ['--overwrite_output_dir', 'true']" in refused.stderr)
     refused = run_script(script, "--output_dir", tmp_path / "no", cwd=tmp_path, env=env, check=False)
     recipe = f"recipes/tiny/{script.split('_')[0]}.yaml"
     assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (

@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from conftest import ADDITION, REPO, THREADS, read_jsonl, run_script
+from conftest import REPO, THREADS, read_jsonl, run_script, snapshot
 
 from extras.outputs import read_jsonl_lenient
 from extras.runtime import INTERRUPTED
@@ -91,27 +91,25 @@ def flaky(completions, **kwargs):
     ("grpo_trl_example.py", ["--max_steps", 3, "--logging_steps", 1]),
     ("ppo_trl_example.py", ["--total_episodes", 192]),  # 3 updates of 64, the reward called once for each
 ])
-def test_a_run_that_crashed_is_rerun_by_the_same_command(tmp_path, script, length):
-    """A run that crashed at its first step left empty records, which refused the fixed rerun as a run, and so did the
-    `--resume_from_checkpoint last` it advised; one that crashed later, with no checkpoint yet, refused `last` too,
-    which starts afresh where there is no complete checkpoint: it does now, replacing the crashed run's files."""
+def test_a_run_that_crashed_before_a_checkpoint_is_kept(tmp_path, script, length):
+    """Issue 82: `--resume_from_checkpoint last` where a run crashed before its first checkpoint started afresh by
+    removing the crashed run's files. A later run never empties an earlier one: it is refused in one line that names
+    another folder, the crashed run's records kept byte for byte for the user to read."""
     (tmp_path / "fragile.py").write_text(FLAKY)
     out = tmp_path / "out"
     args = ["--output_dir", out, *length, "--eval_num_samples", 0, "--save_strategy", "steps", "--save_steps", 100]
     crashed = run_script(script, *args, "--reward_funcs", "fragile.flaky", cwd=tmp_path, check=False,
-                         env={"PYTHONPATH": str(tmp_path), "FAIL_AT": "1"})
+                         env={"PYTHONPATH": str(tmp_path), "FAIL_AT": "3"})
     assert crashed.returncode == 1 and "the reward fails" in crashed.stderr
-    assert not read_jsonl(out / "metrics.jsonl")  # the records of a run that logged nothing
-
-    later = run_script(script, *args, "--reward_funcs", "fragile.flaky", cwd=tmp_path, check=False,
-                       env={"PYTHONPATH": str(tmp_path), "FAIL_AT": "3"})
-    assert later.returncode == 1 and "the reward fails" in later.stderr
     assert [m["step"] for m in read_jsonl(out / "metrics.jsonl") if "reward" in m] == [1, 2]
+    held = snapshot(tmp_path)
 
-    fixed = run_script(script, *args, "--resume_from_checkpoint", "last", cwd=tmp_path)
-    assert f"--resume_from_checkpoint last: no complete checkpoint in {out}, so the run starts afresh" in fixed.stdout
-    assert "replacing the run in" in fixed.stdout and "metrics.jsonl" in fixed.stdout
-    assert [m["step"] for m in read_jsonl(out / "metrics.jsonl") if "reward" in m] == [1, 2, 3]
+    again = run_script(script, *args, "--resume_from_checkpoint", "last", cwd=tmp_path, check=False)
+    assert again.returncode == 1 and again.stderr.strip().splitlines()[-1] == (
+        f"error: --output_dir {out} holds files already (completions.jsonl, metrics.jsonl): a run starts in a new or "
+        "empty folder and removes nothing it did not write: it has no complete checkpoint to continue; give another "
+        "--output_dir, or move those files")
+    assert snapshot(tmp_path) == held
 
 
 @pytest.mark.parametrize("reuse", [[], ["--num_iterations", 2], ["--steps_per_generation", 2]],
@@ -263,28 +261,41 @@ def test_ctrl_c_ends_the_run_where_a_library_catches_everything(tmp_path, script
     assert stderr.strip().splitlines()[-1] == "interrupted" and "Traceback" not in stderr, stderr[-2000:]
 
 
-@pytest.mark.parametrize("script, length", [
-    ("grpo_trl_example.py", ["--max_steps", 4, "--save_steps", 2, "--logging_steps", 1]),
-    ("ppo_trl_example.py", ["--total_episodes", 256, "--save_steps", 2]),  # 4 updates, each logged
+@pytest.mark.parametrize("script, length, longer", [
+    ("grpo_trl_example.py", ["--max_steps", 4, "--save_steps", 2, "--logging_steps", 1], ["--max_steps", 6]),
+    ("ppo_trl_example.py", ["--total_episodes", 256, "--save_steps", 2], ["--total_episodes", 384]),  # updates of 64
 ])
-def test_a_folder_holds_one_run_and_the_users_files_beside_it(tmp_path, script, length):
-    """A second run into a used --output_dir resumed the first (its checkpoint, step 41 of 40) and mixed the two runs'
-    records: it stops in one line before loading, unless it continues that run or is told to replace it. Replacing
-    removed the whole folder, a user's notes and the base model trained on with it: it removes the run's files alone,
-    and refuses where the folder holds anything else or the run's own model. A finished run resumed trains nothing."""
+def test_a_folder_holds_one_run_and_the_users_files_beside_it(tmp_path, script, length, longer):
+    """A second run into a used --output_dir stops in one line before loading, unless it continues that run. A user's
+    files beside the run stay as they are, a user's `checkpoint-1-best/` and a folder of theirs inside a run's
+    checkpoint too, which transformers' rotation under --save_total_limit would remove with the run's own: such a run
+    is refused before loading, and goes on once they are moved, rotating out the run's own checkpoints alone. A
+    finished run resumed trains nothing."""
     out = tmp_path / "out"
     first = ["--output_dir", out, *length, "--save_strategy", "steps", "--eval_num_samples", 0]
     run_script(script, *first, cwd=tmp_path)
-    kept = sorted(p.name for p in out.iterdir())
+    (out / "notes.txt").write_text("mine")
+    (out / "checkpoint-1-best").mkdir()
+    (out / "checkpoint-1-best" / "model.safetensors").write_text("mine")
+    (out / "checkpoint-2" / "my-model").mkdir()
+    (out / "checkpoint-2" / "my-model" / "model.safetensors").write_text("mine")
+    held = snapshot(tmp_path)
 
     other = run_script(script, *first, "--learning_rate", 1e-4, cwd=tmp_path, check=False)
-    assert other.returncode == 1 and other.stderr.strip().splitlines()[-1].startswith(
-        f"error: --output_dir {out} holds a run already (checkpoint-2, checkpoint-4") and "Loading weights" not in (
-        other.stdout + other.stderr)
-    assert sorted(p.name for p in out.iterdir()) == kept  # nothing of it touched
+    assert other.returncode == 1 and other.stderr.strip().splitlines()[-1] == (
+        f"error: --output_dir {out} holds files already (checkpoint-1-best, checkpoint-2, checkpoint-4, ...): a run "
+        "starts in a new or empty folder and removes nothing it did not write: continue it with "
+        "--resume_from_checkpoint last, give another --output_dir, or move those files")
+    rotating = run_script(script, *first, *longer, "--save_total_limit", 1, "--resume_from_checkpoint", "last",
+                          cwd=tmp_path, check=False)
+    assert rotating.returncode == 1 and rotating.stderr.strip().splitlines()[-1] == (
+        f"error: --save_total_limit 1 lets transformers remove `checkpoint-*` folders from {out}, and checkpoints.json "
+        "does not list these as the run wrote them: checkpoint-1-best, checkpoint-2; move them out of the folder, or "
+        "give the run another --output_dir")
+    assert "Loading weights" not in other.stdout + other.stderr + rotating.stdout + rotating.stderr
+    assert snapshot(tmp_path) == held
 
     resumed = run_script(script, *first, "--resume_from_checkpoint", "last", cwd=tmp_path)
-    assert not (out / "checkpoint-5").exists() and max(m["step"] for m in read_jsonl(out / "metrics.jsonl")) == 4
     if script.startswith("grpo"):  # GRPOTrainer, resumed at its last step, trained one more
         assert resumed.stdout.strip().splitlines()[-1] == (f"the run in {out} has finished: checkpoint-4 is step 4 of "
                                                            "4, so there is nothing to train (raise --max_steps to "
@@ -292,24 +303,13 @@ def test_a_folder_holds_one_run_and_the_users_files_beside_it(tmp_path, script, 
     else:  # PPO resumes in the script's own loop, which trains no update past the last
         assert f"resuming from {out / 'checkpoint-4'}, the run in {out}: step 4 of 4" in resumed.stdout
 
-    (out / "notes.txt").write_text("mine")
-    refused = run_script(script, *first, "--overwrite_output_dir", "true", cwd=tmp_path, check=False)
-    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
-        f"error: --overwrite_output_dir would replace the run in {out}, which also holds files no run writes "
-        "(notes.txt): a run removes only its own files; move those, or give another --output_dir")
-    (out / "notes.txt").unlink()
-    from_checkpoint = run_script(script, *first, "--overwrite_output_dir", "true", "--model_name_or_path",
-                                 out / "checkpoint-4", "--dataset_name", ADDITION, cwd=tmp_path, check=False)
-    assert from_checkpoint.returncode == 1 and "which holds this run's --model_name_or_path" in from_checkpoint.stderr
-    assert sorted(p.name for p in out.iterdir()) == kept
-
-    link = tmp_path / "link"  # a link to the folder: what it points to is replaced, and the link kept
-    link.symlink_to(out)
-    replaced = run_script(script, *first[2:], "--output_dir", link, "--overwrite_output_dir", "true",
-                          "--learning_rate", 1e-4, "--save_strategy", "no", cwd=tmp_path)
-    assert f"--overwrite_output_dir: replacing the run in {link}, removing its checkpoint-2, checkpoint-4," in (
-        replaced.stdout)
-    assert link.is_symlink() and not list(out.glob("checkpoint-*"))  # the first run's are gone
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["training_args"]["learning_rate"] == 1e-4
-    assert [m["step"] for m in read_jsonl(out / "metrics.jsonl")] == list(range(1, 5))  # this run's alone
+    (tmp_path / "moved").mkdir()
+    (out / "checkpoint-1-best").rename(tmp_path / "moved" / "checkpoint-1-best")
+    (out / "checkpoint-2" / "my-model").rename(tmp_path / "moved" / "my-model")
+    run_script(script, *first, *longer, "--save_total_limit", 1, "--resume_from_checkpoint", "last", cwd=tmp_path)
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-6"]  # the run's own, rotated out
+    assert [m["step"] for m in read_jsonl(out / "metrics.jsonl") if "step" in m][-1] == 6
+    moved = {path.replace("out/checkpoint-2/", "moved/").replace("out/", "moved/"): held_as
+             for path, held_as in held.items() if "checkpoint-1-best" in path or "my-model" in path}
+    now = snapshot(tmp_path)
+    assert (out / "notes.txt").read_text() == "mine" and {path: now[path] for path in moved} == moved

@@ -17,14 +17,14 @@ from dataclasses import asdict, fields
 
 import pytest
 import yaml
-from conftest import ALGOS, ppo_script
+from conftest import ALGOS, TINY_MODEL, ppo_script
 
 import grpo_trl_example as grpo
 from extras import cli
 
 ppo = ppo_script()
 SCRIPTS = {"grpo": grpo, "ppo": ppo}
-AUDITED = {"grpo": "e800f27c1f32", "ppo": "ef26ab6c9b11"}  # sha256 of the acting fields, sorted and space-joined
+AUDITED = {"grpo": "a3c1dd1e451a", "ppo": "eae64df51ca3"}  # sha256 of the acting fields, sorted and space-joined
 
 
 def all_fields(name: str) -> set[str]:
@@ -128,6 +128,8 @@ def test_the_default_run_is_its_recipe(name, monkeypatch, tmp_path):
 
     from conftest import REPO, TINY_MODEL
 
+    from extras.run_folder import default_folder
+
     monkeypatch.chdir(REPO)
     script = SCRIPTS[name]
     plain = resolved(script.parse_args([]))
@@ -135,6 +137,9 @@ def test_the_default_run_is_its_recipe(name, monkeypatch, tmp_path):
     for a, b in zip(plain, recipe):
         assert a.keys() == b.keys()
         for key in a:
+            if key == "output_dir":  # where the recipe's holds a run, the default run alone takes the next free one
+                assert a[key] == default_folder(b[key], resuming=False), key
+                continue
             assert a[key] == (os.path.abspath(b[key]) if key in ("model_name_or_path", "dataset_name") else b[key]), key
     other = tmp_path / "a-model-and-a-seed.yaml"
     other.write_text(f"model_name_or_path: {TINY_MODEL}\nseed: 7\n")
@@ -146,20 +151,34 @@ def test_the_default_run_is_its_recipe(name, monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("name", ALGOS)
-def test_a_recipe_replaces_its_own_folders_run_only(name, tmp_path, capsys):
-    """`python grpo_trl_example.py --output_dir results` emptied results/ of everything: the default run's recipe set
-    overwrite_output_dir for whatever folder the run wrote to. A recipe's `true` is its own output_dir's; a folder
-    named by flag is replaced only by the flag."""
+def test_the_default_run_takes_a_new_folder_where_its_own_holds_a_run(name, tmp_path, monkeypatch, capsys):
+    """Issue 82: the default run's recipe replaced the run in its folder, and with it a refused command's (an unknown
+    reward) before its checks ran. Where its folder holds anything, the default run now goes to the next free one, and
+    says where; a folder named by flag, or by a recipe that names its model, is the one named, as it is."""
     script = SCRIPTS[name]
+    monkeypatch.chdir(tmp_path)
+    folder = f"outputs/{name}-tiny-addition"
+    assert script.parse_args([])[1].output_dir == folder
+    (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / folder / "metrics.jsonl").write_text("{}\n")
+    assert script.parse_args([])[1].output_dir == f"{folder}-2"
+    assert f"{folder} holds files already: this run writes to {folder}-2 (--output_dir names another)" in (
+        capsys.readouterr().out)
+    assert script.parse_args(["--output_dir", folder])[1].output_dir == folder  # refused later, by run_folder
     recipe = tmp_path / "mine.yaml"
-    recipe.write_text(f"model_name_or_path: m\ndataset_name: d\noutput_dir: {tmp_path / 'mine'}\n"
-                      "overwrite_output_dir: true\n")
-    for argv, replaces in [([], True), (["--output_dir", "results"], False),
-                           (["--output_dir", "results", "--overwrite_output_dir", "true"], True)]:
-        assert script.parse_args(argv)[0].overwrite_output_dir is replaces, argv  # the default run
-        assert script.parse_args(["--config", str(recipe), *argv])[0].overwrite_output_dir is replaces, argv
-    spelled = ["--config", str(recipe), "--output_dir", f"{tmp_path}/./elsewhere/../mine"]  # its own, spelled anew
-    assert script.parse_args(spelled)[0].overwrite_output_dir
+    recipe.write_text(f"model_name_or_path: {TINY_MODEL}\ndataset_name: d\noutput_dir: {folder}\n")
+    assert script.parse_args(["--config", str(recipe)])[1].output_dir == folder
+
+
+@pytest.mark.parametrize("name", ALGOS)
+def test_overwrite_output_dir_is_gone_in_one_line(name, tmp_path, capsys):
+    """Removed, as transformers 5 removed it: a run never empties a folder. As a flag or a recipe key, one line."""
+    recipe = tmp_path / "old.yaml"
+    recipe.write_text(f"model_name_or_path: {TINY_MODEL}\noverwrite_output_dir: true\n")
+    for argv in (["--overwrite_output_dir", "true"], ["--config", str(recipe)]):
+        with pytest.raises(SystemExit, match=r"overwrite_output_dir.?: it is gone, as from transformers 5: a run never "
+                                             r"empties a folder; give another --output_dir"):
+            SCRIPTS[name].parse_args(argv)
 
 
 @pytest.mark.parametrize("name", ALGOS)
@@ -197,10 +216,11 @@ def test_the_default_run_and_its_recipe_take_a_checked_flag_alike(name, monkeypa
     monkeypatch.chdir(REPO)
     script = SCRIPTS[name]
 
-    def outcome(argv):
+    def outcome(argv):  # where outputs/ holds a run, the default run alone takes the next free folder
         try:
             return [{key: os.path.abspath(value) if key in ("model_name_or_path", "dataset_name") else value
-                     for key, value in args.items()} for args in resolved(script.parse_args(argv))]
+                     for key, value in args.items() if key != "output_dir"}
+                    for args in resolved(script.parse_args(argv))]
         except (SystemExit, ValueError) as stop:  # a config's own check raises ValueError, ours one line
             return str(getattr(stop, "code", stop))
 
@@ -265,7 +285,8 @@ def test_an_abbreviated_flag_stops_naming_the_flags_it_begins(name, abbreviation
 
 
 @pytest.mark.parametrize("name", ALGOS)
-def test_the_default_run_says_so(name, capsys):
+def test_the_default_run_says_so(name, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
     SCRIPTS[name].parse_args(["--max_steps" if name == "grpo" else "--total_episodes", "64"])
     said = capsys.readouterr().out.strip().splitlines()[-1]
     assert said.startswith(f"settings: recipes/tiny/{name}.yaml (the default run: no model named), then the flags: "
@@ -377,7 +398,7 @@ def test_help_starts_with_the_scripts_own_options(name, capsys):
 
 
 @pytest.mark.parametrize("name", ALGOS)
-def test_the_documented_defaults_are_the_scripts(name):
+def test_the_documented_defaults_are_the_scripts(name, monkeypatch, tmp_path):
     """docs/options.md's table for each script gives the defaults a run that names its model gets on this machine,
     and the default run's value beside each one its recipe replaces, for every row that names one flag and one value.
     Activation checkpointing's default depends on the machine, for both scripts alike (make_parser), and the table
@@ -387,6 +408,7 @@ def test_the_documented_defaults_are_the_scripts(name):
     import torch
     from conftest import REPO, TINY_MODEL
 
+    monkeypatch.chdir(tmp_path)  # where no default run's folder holds a run
     text = (REPO / "docs" / "options.md").read_text()
     rows = dict(re.findall(r"^\| `--(\w+)` \| ([^|]*) \|", text.split("## PPO's flags")[name == "ppo"], re.M))
     assert rows["activation_checkpointing"].strip() == "on a GPU, off on a CPU"

@@ -1,22 +1,22 @@
-"""extras/run_folder.py: a new run continues, replaces or refuses the run in --output_dir, and removes nothing that
-no run writes. Each case is a folder as a user leaves it, with their own files beside the run's; the scripts' runs
-are tests/e2e/test_resume.py's."""
+"""extras/run_folder.py: a run removes no file or folder it did not write. It starts in a new or empty folder, or
+continues the run its folder holds; every other folder is refused in one line, every file in it as it was. Each case
+is a folder as a user leaves it; the walk at the end takes every layout through every command the scripts print or the
+docs advise, in the scripts themselves. The scripts' runs are tests/e2e/test_resume.py's."""
 
 import json
 import os
-import re
+import shutil
 from types import SimpleNamespace
 
 import pytest
+from conftest import ADDITION, SCRIPTS, TINY_MODEL, snapshot
 
 from extras import run_folder
 from extras.runtime import said
 
-INPUTS = [("--model_name_or_path", None), ("--dataset_name", None)]
 
-
-def a_run(out, steps=(2, 4), logged=True, complete=True):
-    """A finished-looking run in `out`: checkpoints, records, the saved model."""
+def a_run(out, steps=(2, 4), logged=True, complete=True, recorded=True):
+    """A run as one leaves its folder: checkpoints (listed in checkpoints.json as written), records, the model."""
     out.mkdir(parents=True, exist_ok=True)
     for step in steps:
         (out / f"checkpoint-{step}").mkdir()
@@ -24,137 +24,180 @@ def a_run(out, steps=(2, 4), logged=True, complete=True):
         if complete:
             (out / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps(
                 {"global_step": step, "max_steps": 4}))
+    if recorded and steps:
+        (out / "checkpoints.json").write_text(json.dumps({f"checkpoint-{step}": run_folder.contents(
+            out / f"checkpoint-{step}") for step in steps}))
     (out / "metrics.jsonl").write_text('{"step": 1}\n' if logged else "")
     for name in ("completions.jsonl", "model.safetensors", "config.json", "tokenizer.json", "training_args.bin"):
         (out / name).write_text("x")
-    (out / "runs" / "Dec02_07-12-33_host").mkdir(parents=True)  # TensorBoard's
-    (out / "runs" / "Dec02_07-12-33_host" / "events.out.tfevents.1764659553.host.123.0").write_text("x")
-    return sorted(p.name for p in out.iterdir())
+    return out
 
 
-def prepare(out, inputs=INPUTS, resume=None, overwrite=False, eval_only=False, max_steps=4):
+def prepare(out, resume=None, eval_only=False, max_steps=4, save_total_limit=None):
     training_args = SimpleNamespace(output_dir=str(out), resume_from_checkpoint=resume, max_steps=max_steps,
-                                    num_train_epochs=3.0)
-    script_args = SimpleNamespace(overwrite_output_dir=overwrite, eval_only=eval_only)
-    return run_folder.prepare(training_args, script_args, inputs)
+                                    num_train_epochs=3.0, save_total_limit=save_total_limit)
+    return run_folder.prepare(training_args, SimpleNamespace(eval_only=eval_only))
 
 
-def names(folder):
-    return sorted(p.name for p in folder.iterdir())
+def test_a_new_or_empty_folder_takes_a_run(tmp_path):
+    assert prepare(tmp_path / "new") is None and not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()
+    assert prepare(tmp_path / "empty") is None and prepare(tmp_path / "empty", resume="last") is None
 
 
-def test_a_new_run_into_a_folder_with_only_the_users_files_removes_nothing(tmp_path):
-    (tmp_path / "notes.md").write_text("mine")
-    (tmp_path / "data.jsonl").write_text("{}")
-    assert prepare(tmp_path) is None
-    assert names(tmp_path) == ["data.jsonl", "notes.md"]
-
-
-def test_a_folder_that_holds_a_run_is_refused_and_kept(tmp_path):
-    kept = a_run(tmp_path / "out")
-    with pytest.raises(SystemExit, match=r"--output_dir .*out holds a run already \(checkpoint-2, checkpoint-4, "):
-        prepare(tmp_path / "out")
-    assert names(tmp_path / "out") == kept
-
-
-def test_replacing_removes_the_runs_files_and_keeps_the_folder(tmp_path, capsys):
-    out = tmp_path / "out"
-    a_run(out)
-    assert prepare(out, overwrite=True) is None
-    assert out.is_dir() and names(out) == []
-    assert "--overwrite_output_dir: replacing the run in" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("theirs", ["notes.txt", "train.jsonl", "README.md", "my_reward.py", "base-model/file",
-                                    "checkpoint-best/file", "checkpoint-3.zip", "eval-2-notes.json",
-                                    "metrics.jsonl.bak", "runs/notes.txt", "checkpoint-4/my_eval.txt",
-                                    "completions/mine.csv"])
-def test_replacing_refuses_where_the_folder_holds_anything_else(tmp_path, theirs):
-    """A notes file, the run's own dataset, a module, a model folder beside the run, files named near a run's, a
-    note inside a folder runs write: each stays, and so does the whole run beside it."""
-    out = tmp_path / "out"
-    kept = a_run(out)
-    (out / theirs).parent.mkdir(exist_ok=True)
-    (out / theirs).write_text("mine")
-    top = theirs.split("/")[0]
-    with pytest.raises(SystemExit, match=f"holds files no run writes \\({re.escape(top)}\\)"):
-        prepare(out, overwrite=True)
-    assert names(out) == sorted({*kept, top}) and (out / theirs).read_text() == "mine"
-
-
-@pytest.mark.parametrize("flags", [{}, {"overwrite": True}, {"resume": "last"}])
-def test_a_models_files_without_a_run_are_refused_and_kept(tmp_path, flags):
-    """A folder with a model in it and no run's records (a model of the user's, not this run's input): a run would
-    write its own model over it, and --overwrite_output_dir or `last` may not remove it."""
+@pytest.mark.parametrize("layout", ["a user's notes", "a user's model", "a run, finished, no checkpoint",
+                                    "a run that crashed before its first log", "an --eval_only's eval.json"])
+def test_a_folder_that_holds_anything_is_refused_and_names_only_safe_commands(tmp_path, layout):
+    """Issue 82, items 1 and 2: an evaluation beside a user's model, or a run saved without checkpoints, was a run that
+    `--overwrite_output_dir` or `--resume_from_checkpoint last` replaced, the user's model and the finished one with
+    it, on the refusal's own advice. A run now starts in an empty folder, and a folder with nothing to continue is
+    refused with `last` too, naming another folder or moving the files, never a flag that removes them."""
     out = tmp_path / "out"
     out.mkdir()
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt"):
+    files = {"a user's notes": ["notes.md"], "a user's model": ["config.json", "model.safetensors", "tokenizer.json"],
+             "a run, finished, no checkpoint": ["metrics.jsonl", "model.safetensors", "summary.json"],
+             "a run that crashed before its first log": ["completions.jsonl", "eval.json", "metrics.jsonl"],
+             "an --eval_only's eval.json": ["config.json", "eval.json", "model.safetensors"]}[layout]
+    for name in files:
         (out / name).write_text("mine")
-    with pytest.raises(SystemExit, match=r"holds a model's files \(config.json, model.safetensors, tokenizer.json, "
-                                         r"vocab.txt\) and no run's records"):
-        prepare(out, **flags)
-    assert names(out) == ["config.json", "model.safetensors", "tokenizer.json", "vocab.txt"]
+    held = snapshot(tmp_path)
+    for resume in (None, "last", "true"):
+        with pytest.raises(SystemExit) as stopped:
+            prepare(out, resume=resume)
+        assert str(stopped.value) == (
+            f"error: --output_dir {out} holds files already ({', '.join(files)}): a run starts in a new or empty "
+            "folder and removes nothing it did not write: "
+            + ("it has no complete checkpoint to continue; " if resume else "")
+            + "give another --output_dir, or move those files")
+    assert snapshot(tmp_path) == held
 
 
-def test_a_folder_named_like_a_runs_file_is_the_users(tmp_path):
-    out = tmp_path / "out"
-    a_run(out)
-    (out / "model.safetensors").unlink()
-    (out / "model.safetensors").mkdir()  # a run writes a file of that name, never a folder
-    with pytest.raises(SystemExit, match=r"holds files no run writes \(model.safetensors\)"):
-        prepare(out, overwrite=True)
+def test_a_folder_with_a_checkpoint_is_continued_when_asked(tmp_path, capsys):
+    out = a_run(tmp_path / "out")
+    held = snapshot(tmp_path)
+    with pytest.raises(SystemExit, match=r"holds files already \(checkpoint-2, checkpoint-4, checkpoints.json, ...\): "
+                                         r".*: continue it with --resume_from_checkpoint last, give another"):
+        prepare(out)
+    assert prepare(out, resume="last", max_steps=8) == str(out / "checkpoint-4")
+    assert f"resuming from {out / 'checkpoint-4'}, the run in {out}: step 4 of 4" in capsys.readouterr().out
+    assert snapshot(tmp_path) == held
 
 
-@pytest.mark.parametrize("flag, where", [
-    ("--model_name_or_path", "checkpoint-2"),  # training on from a checkpoint, into its own folder
-    ("--model_name_or_path", "."),  # the base model is the folder
-    ("--dataset_name", "completions.jsonl"),  # a run's records as the data
-    ("--reward_model_name_or_path", "checkpoint-4"),
-    ("--value_model_path", "checkpoint-4"),
-])
-def test_replacing_never_removes_the_runs_own_inputs(tmp_path, flag, where):
-    out = tmp_path / "out"
-    kept = a_run(out)
-    path = str(out / where)
+def test_last_resumes_the_newest_complete_checkpoint(tmp_path, capsys):
+    out = a_run(tmp_path / "out")
+    (out / "checkpoint-6").mkdir()  # killed while it was saved: no trainer_state.json
+    (out / "checkpoint-8").mkdir()
+    (out / "checkpoint-8" / "trainer_state.json").write_text('{"global_st')  # a torn write
+    assert prepare(out, resume="last", max_steps=10) == str(out / "checkpoint-4")
+    said_ = capsys.readouterr().out
+    assert f"skipping {out / 'checkpoint-6'}: incomplete" in said_ and f"skipping {out / 'checkpoint-8'}" in said_
+
+
+def test_last_in_a_new_folder_starts_afresh(tmp_path, capsys):
+    assert prepare(tmp_path / "out", resume="last") is None
+    assert f"no complete checkpoint in {tmp_path / 'out'}, so the run starts afresh" in capsys.readouterr().out
+
+
+def test_resuming_a_finished_run_trains_nothing(tmp_path, capsys):
+    out = a_run(tmp_path / "out")
     with pytest.raises(SystemExit) as stopped:
-        prepare(out, inputs=[*INPUTS, (flag, path)], overwrite=True)
-    assert flag in str(stopped.value) and names(out) == kept
+        prepare(out, resume="last", max_steps=4)
+    assert stopped.value.code == 0 and "has finished: checkpoint-4 is step 4 of 4" in capsys.readouterr().out
+    ppo = out / "checkpoint-4" / "trainer_state.json"  # PPO's state counts episodes, and its own loop stops right
+    ppo.write_text(json.dumps({"global_step": 4, "max_steps": 4, "episode": 256}))
+    assert prepare(out, resume="last", max_steps=-1) == str(out / "checkpoint-4")
 
 
-def test_the_folder_is_the_model_refused_with_or_without_replacing(tmp_path):
-    """`--model_name_or_path mymodel --output_dir mymodel`: the trained model would be written over the base."""
-    model = tmp_path / "mymodel"
-    model.mkdir()
-    for name in ("config.json", "model.safetensors", "tokenizer.json"):
-        (model / name).write_text("base")
-    for overwrite in (False, True):
-        with pytest.raises(SystemExit, match="is the run's --model_name_or_path"):
-            prepare(model, inputs=[("--model_name_or_path", str(model))], overwrite=overwrite)
-    assert names(model) == ["config.json", "model.safetensors", "tokenizer.json"]
-    prepare(model, inputs=[("--model_name_or_path", str(model))], eval_only=True)  # eval.json beside it, no more
+def test_a_checkpoint_of_another_run_goes_on_in_a_new_folder_only(tmp_path, capsys):
+    other = a_run(tmp_path / "other")
+    out = a_run(tmp_path / "out")
+    with pytest.raises(SystemExit, match="holds files already"):
+        prepare(out, resume=str(other / "checkpoint-2"))
+    assert prepare(tmp_path / "new", resume=str(other / "checkpoint-2")) == str(other / "checkpoint-2")
+    assert (f"resuming from {other / 'checkpoint-2'}, a checkpoint of the run in {other}, into {tmp_path / 'new'}: "
+            "step 2 of 4") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("theirs", ["checkpoint-1-best/notes.md", "checkpoint-best/model.safetensors",
+                                    "checkpoint-2/mine/model.safetensors", "checkpoint-9 -> elsewhere",
+                                    "checkpoint-4/trainer_state.json.bak"])
+def test_a_continued_run_under_save_total_limit_is_refused_where_rotation_would_take_a_users_file(tmp_path, theirs):
+    """Issue 82, items 3 and 5: transformers rotates out every `checkpoint-*` folder (by time: any name; by step: any
+    that begins with a number), a user's `checkpoint-1-best/` among them, and a user's folder nested in a run's
+    checkpoint goes with it. A run continued under --save_total_limit stops before loading where the folder holds one
+    that checkpoints.json does not list as the run wrote it."""
+    out = a_run(tmp_path / "out")
+    (tmp_path / "elsewhere").mkdir()
+    if "->" in theirs:
+        (out / theirs.split(" -> ")[0]).symlink_to(tmp_path / "elsewhere")
+    else:
+        (out / theirs).parent.mkdir(exist_ok=True)
+        (out / theirs).write_text("mine")
+    held = snapshot(tmp_path)
+    with pytest.raises(SystemExit, match=rf"does not list these as the run wrote them: {theirs.split('/')[0]};"
+                                         .split(" -> ")[0]):
+        prepare(out, resume="last", max_steps=8, save_total_limit=1)
+    assert snapshot(tmp_path) == held
+    assert prepare(out, resume="last", max_steps=8) == str(out / "checkpoint-4")  # no limit, nothing removed
+
+
+def test_a_run_without_its_record_is_not_rotated(tmp_path):
+    """Checkpoints no run of these scripts listed (a copy without extras/, or written by hand) are nobody's to
+    rotate."""
+    out = a_run(tmp_path / "out", recorded=False)
+    with pytest.raises(SystemExit, match="does not list these as the run wrote them: checkpoint-2, checkpoint-4;"):
+        prepare(out, resume="last", max_steps=8, save_total_limit=2)
+
+
+def test_rotation_takes_no_folder_the_check_misses(tmp_path):
+    """The folders the check reads are every one that transformers' rotation may take, by time or by step."""
+    from transformers.trainer_utils import sort_checkpoints
+
+    out = a_run(tmp_path / "checkpoint-7" / "out")  # a step number in the path above: by step, rotation takes any
+    for age, name in enumerate(("checkpoint-1-best", "checkpoint-best", "checkpoint-", "checkpoint-03", "mine")):
+        (out / name).mkdir()
+        os.utime(out / name, (1e9 + age, 1e9 + age))  # older than the run's: by time, rotation takes them first
+    taken = {os.path.basename(path) for use_mtime in (False, True)
+             for path in sort_checkpoints(str(out), use_mtime=use_mtime)}
+    assert "checkpoint-best" in taken and "checkpoint-" in taken  # by time, whatever follows the dash
+    assert taken - {"checkpoint-2", "checkpoint-4"} == set(run_folder.unwritten(out))
+
+
+def test_the_record_lists_each_checkpoint_as_it_is_saved(tmp_path):
+    out = tmp_path / "out"
+    (out / "checkpoint-2" / "value_model").mkdir(parents=True)
+    (out / "checkpoint-2" / "value_model" / "model.safetensors").write_bytes(b"v")
+    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    callback = run_folder.Written()
+    args, control = SimpleNamespace(output_dir=str(out)), SimpleNamespace()
+    callback.on_save(args, SimpleNamespace(global_step=2, is_world_process_zero=True), control)
+    assert run_folder.unwritten(out) == []
+    (out / "checkpoint-4").mkdir()
+    (out / "checkpoint-4" / "trainer_state.json").write_text("{}")
+    callback.on_save(args, SimpleNamespace(global_step=4, is_world_process_zero=True), control)
+    (out / "checkpoint-2" / "trainer_state.json").unlink()
+    (out / "checkpoint-2" / "value_model" / "model.safetensors").unlink()
+    (out / "checkpoint-2" / "value_model").rmdir()
+    (out / "checkpoint-2").rmdir()  # rotated out: it leaves the record at the next save
+    callback.on_save(args, SimpleNamespace(global_step=4, is_world_process_zero=True), control)
+    assert json.loads((out / "checkpoints.json").read_text()) == {"checkpoint-4": ["trainer_state.json"]}
+
+
+def test_eval_only_writes_beside_anything_and_resumes_nothing(tmp_path):
+    out = a_run(tmp_path / "out")
+    assert prepare(out, eval_only=True) is None
+    with pytest.raises(SystemExit, match="--eval_only evaluates --model_name_or_path as it is, and resumes nothing"):
+        prepare(out, eval_only=True, resume="last")
 
 
 def test_a_link_as_the_folder_is_followed_and_kept(tmp_path):
-    out, link = tmp_path / "out", tmp_path / "link"
-    a_run(out)
+    out, link = a_run(tmp_path / "out"), tmp_path / "link"
     link.symlink_to(out)
-    prepare(link, overwrite=True)
-    assert link.is_symlink() and out.is_dir() and names(out) == []
-
-
-def test_a_link_inside_the_folder_is_nobodys_run(tmp_path):
-    out = tmp_path / "out"
-    a_run(out)
-    (tmp_path / "elsewhere").mkdir()
-    (out / "eval.json").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(SystemExit, match=r"holds files no run writes \(eval.json\)"):
-        prepare(out, overwrite=True)
-    assert (tmp_path / "elsewhere").is_dir()
+    assert prepare(link, resume="last", max_steps=8) == str(link / "checkpoint-4") and link.is_symlink()
 
 
 def test_a_linked_checkpoint_is_no_runs_to_resume(tmp_path):
-    out = tmp_path / "out"
-    a_run(out)
+    out = a_run(tmp_path / "out")
     elsewhere = tmp_path / "another-run" / "checkpoint-9"
     elsewhere.mkdir(parents=True)
     (elsewhere / "trainer_state.json").write_text('{"global_step": 9}')
@@ -162,91 +205,35 @@ def test_a_linked_checkpoint_is_no_runs_to_resume(tmp_path):
     assert run_folder.last_checkpoint(str(out)) == out / "checkpoint-4"
 
 
-def test_last_resumes_the_newest_complete_checkpoint(tmp_path, capsys):
-    out = tmp_path / "out"
-    a_run(out)
-    (out / "checkpoint-6").mkdir()  # killed while it was saved: no trainer_state.json
-    (out / "checkpoint-8").mkdir()
-    (out / "checkpoint-8" / "trainer_state.json").write_text('{"global_st')  # a torn write
-    assert prepare(out, resume="last", max_steps=10) == str(out / "checkpoint-4")
-    said_ = capsys.readouterr().out
-    assert f"skipping {out / 'checkpoint-6'}: incomplete" in said_ and f"skipping {out / 'checkpoint-8'}" in said_
-    assert f"resuming from {out / 'checkpoint-4'}, the run in {out}: step 4 of 4" in said_
+def test_a_file_as_the_folder(tmp_path):
+    (tmp_path / "out").write_text("mine")
+    with pytest.raises(SystemExit, match="is a file"):
+        prepare(tmp_path / "out")
+    assert (tmp_path / "out").read_text() == "mine"
 
 
-@pytest.mark.parametrize("left", ["records, no checkpoint", "an incomplete checkpoint", "a finished run, unsaved"])
-def test_last_without_a_complete_checkpoint_restarts_the_run(tmp_path, left, capsys):
-    """After a Ctrl-C before the first checkpoint, a crash while the only one was saved, or a run with
-    --save_strategy no: the command the refusal advises restarts the run, replacing the run's files only."""
-    out = tmp_path / "out"
-    a_run(out, steps=() if left != "an incomplete checkpoint" else (2,), complete=False)
-    if left == "a finished run, unsaved":
-        (out / "summary.json").write_text("{}")
-    assert prepare(out, resume="last") is None
-    said_ = capsys.readouterr().out
-    assert f"no complete checkpoint in {out}, so the run starts afresh" in said_ and names(out) == []
-    (out / "metrics.jsonl").write_text('{"step": 1}\n')
-    (out / "notes.txt").write_text("mine")
-    with pytest.raises(SystemExit, match=r"holds files no run writes \(notes.txt\)"):
-        prepare(out, resume="last")
-
-
-def test_records_of_a_run_that_logged_no_step_are_no_run(tmp_path):
-    """A run that crashed at its first step leaves empty records (and its held-out `before`): the fixed rerun goes
-    ahead, and so does `last`; the new run rewrites them."""
-    out = tmp_path / "out"
-    out.mkdir()
-    for name in ("metrics.jsonl", "completions.jsonl"):
-        (out / name).write_text("")
-    (out / "eval.json").write_text('{"before": {}}')
-    (out / "runs" / "Dec02_07-12-33_host").mkdir(parents=True)  # --report_to tensorboard opens as training starts
-    (out / "runs" / "Dec02_07-12-33_host" / "events.out.tfevents.1764659553.host.123.0").write_text("x")
-    (out / "completions").mkdir()  # GRPOTrainer makes it for --log_completions when it is built
-    assert prepare(out) is None and prepare(out, resume="last") is None
-    (out / "metrics.jsonl").write_text('{"step": 1}\n')
-    with pytest.raises(SystemExit, match="holds a run already"):
-        prepare(out)
-    (out / "metrics.jsonl").write_text("")
-    (out / "eval.json").write_text('{"model": {}}')  # an --eval_only's evaluation is a run's record
-    with pytest.raises(SystemExit, match=r"holds a run already \(completions, completions.jsonl, eval.json"):
-        prepare(out)
-
-
-def test_resuming_a_finished_run_trains_nothing(tmp_path, capsys):
-    out = tmp_path / "out"
-    a_run(out)
-    with pytest.raises(SystemExit) as stopped:
-        prepare(out, resume="last", max_steps=4)
-    assert stopped.value.code == 0 and "has finished: checkpoint-4 is step 4 of 4" in capsys.readouterr().out
-    assert prepare(out, resume="last", max_steps=8) == str(out / "checkpoint-4")  # more steps asked: trains on
-    ppo = out / "checkpoint-4" / "trainer_state.json"  # PPO's state counts episodes, and its own loop stops right
-    ppo.write_text(json.dumps({"global_step": 4, "max_steps": 4, "episode": 256}))
-    assert prepare(out, resume="last", max_steps=-1) == str(out / "checkpoint-4")
-
-
-def test_a_checkpoint_elsewhere_into_a_folder_that_holds_a_run_is_refused(tmp_path):
-    other = tmp_path / "other"
-    a_run(other)
-    out = tmp_path / "out"
-    kept = a_run(out)
-    with pytest.raises(SystemExit, match="holds a run already"):
-        prepare(out, resume=str(other / "checkpoint-2"))
-    assert names(out) == kept
-    assert prepare(tmp_path / "new", resume=str(other / "checkpoint-2")) == str(other / "checkpoint-2")
-
-
-def test_eval_only_beside_a_run_removes_nothing(tmp_path):
-    out = tmp_path / "out"
-    kept = a_run(out)
-    assert prepare(out, eval_only=True, overwrite=True) is None and names(out) == kept
+def test_the_default_run_takes_the_next_free_folder(tmp_path, monkeypatch):
+    """Where the default run's folder holds a run (or anything), the run goes to NAME-N past the highest taken, as
+    Lightning's version_N; `last` continues the newest of them that has a complete checkpoint."""
+    monkeypatch.chdir(tmp_path)
+    assert run_folder.default_folder("outputs/run", resuming=False) == "outputs/run"
+    (tmp_path / "outputs" / "run").mkdir(parents=True)  # empty: taken as it is
+    assert run_folder.default_folder("outputs/run", resuming=False) == "outputs/run"
+    a_run(tmp_path / "outputs" / "run")
+    assert run_folder.default_folder("outputs/run", resuming=False) == "outputs/run-2"
+    assert run_folder.default_folder("outputs/run", resuming=True) == "outputs/run"
+    a_run(tmp_path / "outputs" / "run-3", steps=())  # no checkpoint
+    assert run_folder.default_folder("outputs/run", resuming=False) == "outputs/run-4"
+    assert run_folder.default_folder("outputs/run", resuming=True) == "outputs/run-4"
+    (tmp_path / "outputs" / "run-10").write_text("a file")  # whatever is there
+    assert run_folder.default_folder("outputs/run", resuming=False) == "outputs/run-11"
 
 
 def test_ctrl_c_names_as_kept_the_checkpoint_last_resumes(tmp_path, monkeypatch):
     """Interrupted while checkpoint-6 was being saved: checkpoint-4 is what `last` resumes, and what is named."""
     from extras import runtime
 
-    out = tmp_path / "out"
-    a_run(out)
+    out = a_run(tmp_path / "out")
     (out / "checkpoint-6").mkdir()
     monkeypatch.setitem(runtime._run, "output_dir", str(out))
     assert said() == (f"\ninterrupted; {out / 'checkpoint-4'} is kept: the same command with --resume_from_checkpoint "
@@ -255,8 +242,110 @@ def test_ctrl_c_names_as_kept_the_checkpoint_last_resumes(tmp_path, monkeypatch)
     assert said() == "\ninterrupted"
 
 
-def test_a_file_as_the_folder(tmp_path):
-    (tmp_path / "out").write_text("mine")
-    with pytest.raises(SystemExit, match="is a file"):
-        prepare(tmp_path / "out")
-    assert os.path.isfile(tmp_path / "out")
+# The walk: folder layouts a user may give as --output_dir, each a function of (folder, tmp_path)
+def model_of_theirs(out, tmp_path):
+    shutil.copytree(TINY_MODEL, out)
+
+
+def evaluated_model(out, tmp_path):  # item 1: an --eval_only beside a model of the user's
+    model_of_theirs(out, tmp_path)
+    (out / "eval.json").write_text('{"model": {}}')
+
+
+def dataset_of_theirs(out, tmp_path):
+    (out / "train").mkdir(parents=True)
+    (out / "train" / "data.jsonl").write_text('{"prompt": "1+1", "answer": "2"}\n')
+
+
+def run_like_names_in_their_folders(out, tmp_path):
+    for name in ("mine/checkpoint-3/model.safetensors", "mine/metrics.jsonl", "mine/eval.json",
+                 "deep/a/b/c/checkpoint-1/trainer_state.json", ".hidden"):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text("mine")
+
+
+def links(out, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "kept.txt").write_text("mine")
+    out.mkdir(parents=True)
+    (out / "to-elsewhere").symlink_to(tmp_path / "elsewhere")
+    (out / "checkpoint-9").symlink_to(tmp_path / "elsewhere")
+    (out / "eval.json").symlink_to(tmp_path / "elsewhere" / "kept.txt")
+
+
+def finished_without_checkpoints(out, tmp_path):  # item 2: every tiny and SmolLM2 recipe saves no checkpoint
+    a_run(out, steps=())
+    (out / "summary.json").write_text("{}")
+
+
+def finished_with_checkpoints(out, tmp_path):
+    a_run(out)
+    (out / "summary.json").write_text("{}")
+
+
+def unfinished_with_an_incomplete_checkpoint(out, tmp_path):
+    a_run(out, steps=(2,))
+    (out / "checkpoint-4").mkdir()  # killed while saving it
+    (out / "checkpoint-4" / "model.safetensors").write_bytes(b"half")
+
+
+def crashed_before_a_checkpoint(out, tmp_path):
+    a_run(out, steps=(), logged=False)
+    (out / "eval.json").write_text('{"before": {}}')
+
+
+def a_run_with_their_files_inside(out, tmp_path):  # items 3 and 5
+    a_run(out)
+    (out / "checkpoint-1-best").mkdir()
+    (out / "checkpoint-1-best" / "notes.md").write_text("mine")
+    (out / "checkpoint-1-best" / "model.safetensors").write_text("mine")
+    (out / "checkpoint-2" / "my-model").mkdir()
+    (out / "checkpoint-2" / "my-model" / "model.safetensors").write_text("mine")
+    (out / "notes.md").write_text("mine")
+
+
+LAYOUTS = [model_of_theirs, evaluated_model, dataset_of_theirs, run_like_names_in_their_folders, links,
+           finished_without_checkpoints, finished_with_checkpoints, unfinished_with_an_incomplete_checkpoint,
+           crashed_before_a_checkpoint, a_run_with_their_files_inside]
+# Every command the scripts print or the docs advise, with `out` for the folder; each with a check that stops it late
+# (item 4: a refused command had emptied the folder before its later checks ran)
+COMMANDS = {
+    "a run": [], "continue": ["--resume_from_checkpoint", "last"],
+    "continue (true)": ["--resume_from_checkpoint", "true"],
+    "continue, rotating": ["--resume_from_checkpoint", "last", "--save_total_limit", 1],
+    "from a checkpoint": ["--resume_from_checkpoint", "out/checkpoint-2"],
+    "evaluate": ["--eval_only", "--eval_num_samples", 2],
+    "an unknown reward": ["--reward_funcs", "acuracy"], "bf16 weights": ["--dtype", "bfloat16"],
+    "the removed flag": ["--overwrite_output_dir", "true"],
+}
+SCRIPT_FLAGS = {"grpo_trl_example.py": ["--max_steps", 8], "ppo_trl_example.py": ["--total_episodes", 512]}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("layout", LAYOUTS, ids=[layout.__name__ for layout in LAYOUTS])
+def test_every_layout_through_every_command_keeps_every_file(tmp_path, layout, script, until_weights):
+    """Each command runs in the script itself up to loading the model (nothing after it removes a file but rotation,
+    which the e2e tests run), from the folder that holds `out`: every file and link under tmp_path, the folder's and
+    beside it, is byte for byte what it was; a refusal is one line that advises no flag that removes anything, and
+    `--resume_from_checkpoint last` only where there is a complete checkpoint to continue. The default run too, with
+    its recipe's folder in that layout: it goes to a new folder, or continues that one's run."""
+    out = tmp_path / "outputs" / script.replace("_trl_example.py", "-tiny-addition")
+    layout(out, tmp_path)
+    held = snapshot(tmp_path)
+    named = ["--model_name_or_path", TINY_MODEL, "--dataset_name", ADDITION, *SCRIPT_FLAGS[script]]
+    for name, command in COMMANDS.items():
+        command = [str(out / "checkpoint-2") if part == "out/checkpoint-2" else part for part in command]
+        for args in ([*named, "--output_dir", out, *command], command):  # named, and the default run
+            returncode, stdout, stderr = until_weights(tmp_path, *args, script=script)
+            assert snapshot(tmp_path) == held, (name, args)
+            default = args is command
+            if not default and name != "evaluate" and not run_folder.last_checkpoint(str(out)):
+                assert returncode == 1, (name, args)  # nothing to continue: no run goes into the folder
+            if returncode == 1:
+                error = stderr.strip().splitlines()[-1]
+                assert error.startswith("error: ") and "Traceback" not in stderr, (name, stderr[-2000:])
+                assert ("--overwrite_output_dir: it is gone" in error) is (name == "the removed flag"), error
+                assert "--resume_from_checkpoint last" not in error or run_folder.last_checkpoint(str(out)), error
+                assert not default or "holds files already" not in error, error  # it takes the next free folder
+            else:
+                assert returncode in (0, "loaded"), (name, args, stderr[-2000:])
