@@ -256,6 +256,8 @@ def read_recipe(path: str, actions: dict) -> dict:
         if key not in actions:
             sys.exit(f"error: {path}: unknown key '{key}'{nearest(key, actions)}")
         check_value(path, key, value, actions[key])
+        if actions[key].type is str and isinstance(value, bool | int | float):  # YAML's `true` or `2024` for a text
+            config[key] = str(value).lower() if isinstance(value, bool) else str(value)  # option: its text, as typed
     return config
 
 

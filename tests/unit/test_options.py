@@ -171,6 +171,17 @@ def test_the_default_run_takes_a_new_folder_where_its_own_holds_a_run(name, tmp_
 
 
 @pytest.mark.parametrize("name", ALGOS)
+def test_a_recipes_yaml_scalar_for_a_text_option_is_its_text(name, tmp_path):
+    """`resume_from_checkpoint: true` in a recipe was a traceback: YAML reads a bool, where the option takes text, as
+    the flag's `true`."""
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text(f"model_name_or_path: {TINY_MODEL}\ndataset_name: d\nresume_from_checkpoint: true\n"
+                      "hub_model_id: 2024\n")
+    training_args = SCRIPTS[name].parse_args(["--config", str(recipe)])[1]
+    assert training_args.resume_from_checkpoint == "true" and training_args.hub_model_id == "2024"
+
+
+@pytest.mark.parametrize("name", ALGOS)
 def test_overwrite_output_dir_is_gone_in_one_line(name, tmp_path, capsys):
     """Removed, as transformers 5 removed it: a run never empties a folder. As a flag or a recipe key, one line."""
     recipe = tmp_path / "old.yaml"
