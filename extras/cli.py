@@ -66,9 +66,10 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     refuse(refused, defaults, values)
     first = os.environ.get("RANK", "0") == "0"
     if first:
-        origin = (f"{Path(*default_recipe.parts[-3:])} (the default run: no model named)" if default_run else
+        named = Path(*default_recipe.parts[-3:]) if default_run else recipe
+        origin = (f"{named} (the default run: no model named)" if default_run else
                   f"TRL's defaults, then {recipe}" if recipe else "TRL's defaults")
-        print(settings_line(origin, values, config_class, defaults))
+        print(settings_line(origin, values, config_class, defaults, (named, config)))
     if default_run and values.output_dir == config.get("output_dir"):  # the recipe's folder, not one named by flag
         folder = run_folder.default_folder(values.output_dir, values.resume_from_checkpoint is not None)
         if folder != values.output_dir:
@@ -113,9 +114,11 @@ SHOWN = {"GRPOConfig": ("learning_rate", "length", "num_generations", "max_compl
          "PPOConfig": ("learning_rate", "length", "per_device_train_batch_size", "response_length", "kl_coef")}
 
 
-def settings_line(origin: str, values, config_class: str, defaults: dict | None = None) -> str:
+def settings_line(origin: str, values, config_class: str, defaults: dict | None = None,
+                  recipe: tuple = (None, {})) -> str:
     """Where a run's settings came from, the main ones, and what it leaves off; on a CPU, the precision it computes in,
-    and why (`defaults`: the parser's; GRPO's follow the CPU's capability, PPO's are fp32)."""
+    and why (`defaults`: the parser's; GRPO's follow the CPU's capability, PPO's are fp32; `recipe`: its name and
+    keys, where it set bf16)."""
     steps = getattr(values, "max_steps", -1)
     episodes = getattr(values, "total_episodes", None)
     length = (f"{steps} step{'s' * (steps != 1)}" if steps > 0 else f"total_episodes {episodes}" if episodes else
@@ -124,7 +127,9 @@ def settings_line(origin: str, values, config_class: str, defaults: dict | None 
              else f"{key} {getattr(values, key)}" for key in SHOWN[config_class]]
     if values.use_cpu:
         asked = values.bf16 != (defaults or {}).get("bf16")
-        why = (f"--bf16 {str(values.bf16).lower()}" if asked else "the CPU computes bf16" if values.bf16 else
+        name, config = recipe
+        why = (f"bf16: {str(values.bf16).lower()} in {name}" if asked and config.get("bf16") == values.bf16 else
+               f"--bf16 {str(values.bf16).lower()}" if asked else "the CPU computes bf16" if values.bf16 else
                "PPO's default on a CPU" if config_class == "PPOConfig" else "the CPU has no native bf16")
         shown.append(f"{'bf16 mixed precision' if values.bf16 else 'fp32'} ({why})")
     off = "" if values.eval_num_samples > 0 else "; off: the held-out evaluation (--eval_num_samples K)"

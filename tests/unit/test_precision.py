@@ -88,7 +88,7 @@ def test_no_bundled_recipe_trains_half_precision_weights(algo):
 
 @pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("native", [True, False], ids=["avx512_bf16", "no-native-bf16"])
-def test_a_cpu_computes_in_bf16_where_it_does_so_natively(algo, native, monkeypatch, capsys):
+def test_a_cpu_computes_in_bf16_where_it_does_so_natively(algo, native, monkeypatch, capsys, tmp_path):
     """Issue 76: every CPU run was fp32, where a CPU with AVX512-BF16 or AMX multiplies bf16 2.8-4x faster; where
     bf16 is emulated it is slower than fp32. GRPO's default follows the capability (forced both ways here, whatever
     this machine has); PPO's stays fp32 on both, its LoRA recipe less reliable in bf16 over 6 seeds (BENCHMARKS 27).
@@ -114,3 +114,8 @@ def test_a_cpu_computes_in_bf16_where_it_does_so_natively(algo, native, monkeypa
         said = capsys.readouterr().out
         expected = why if asked is default else f"--bf16 {str(asked).lower()}"
         assert f"{'bf16 mixed precision' if asked else 'fp32'} ({expected})" in said
+    recipe = tmp_path / "mine.yaml"  # a recipe's value is said as the recipe's, not as a flag typed (issue 82)
+    recipe.write_text(f"bf16: {str(not default).lower()}\n")
+    assert script.parse_args(["--config", str(recipe), *named])[1].bf16 is not default
+    said = capsys.readouterr().out
+    assert f"{'fp32' if default else 'bf16 mixed precision'} (bf16: {str(not default).lower()} in {recipe})" in said
