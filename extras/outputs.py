@@ -362,6 +362,8 @@ def precision(trainer) -> dict:
             record["optimizer_steps"] = "float32 copies (DeepSpeed)"
     elif trainer.accelerator.mixed_precision != "no":
         record["compute"] = f"{trainer.accelerator.mixed_precision} autocast"
+        if hasattr(trainer.args, "num_ppo_epochs"):  # trl 1.12's PPOTrainer samples rollouts from the model unwrapped
+            record["not_under_autocast"] = "rollouts and held-out evaluation"
     return record
 
 
@@ -371,9 +373,13 @@ def describe_precision(record: dict) -> str:
     'trained in bfloat16, its optimizer stepping float32 copies (DeepSpeed); frozen in -'
     >>> describe_precision({"trained": ["float32"], "frozen": ["bfloat16", "nf4"], "compute": "bf16 autocast"})
     'trained in float32, computed under bf16 autocast; frozen in bfloat16, nf4'
+    >>> describe_precision({"trained": ["float32"], "frozen": [], "compute": "bf16 autocast",
+    ...                     "not_under_autocast": "rollouts and held-out evaluation"})
+    'trained in float32, computed under bf16 autocast but for its rollouts and held-out evaluation; frozen in -'
     """
     steps = f", its optimizer stepping {record['optimizer_steps']}" if "optimizer_steps" in record else ""
     compute = f", computed under {record['compute']}" if "compute" in record else ""
+    compute += f" but for its {record['not_under_autocast']}" if "not_under_autocast" in record else ""
     return f"trained in {', '.join(record['trained'])}{steps}{compute}; frozen in {', '.join(record['frozen']) or '-'}"
 
 
