@@ -313,14 +313,17 @@ def held_out(train, test, script_args, seed: int):
 
 def model_to_evaluate(path: str, model_args, training_args):
     """GRPO's --eval_only: `path` for GRPOTrainer to load, or where it is a LoRA adapter (a folder or a hub repository
-    with no config.json, which GRPOTrainer cannot load), the adapter on the base model its config names."""
+    with no config.json, which GRPOTrainer cannot load), the adapter on the base model its config names, quantized
+    where --load_in_4bit/8bit say so."""
     from transformers.utils import find_adapter_config_file
 
     if not find_adapter_config_file(path, revision=model_args.model_revision):
         return path
     from peft import AutoPeftModelForCausalLM
+    from trl import get_quantization_config
 
     return AutoPeftModelForCausalLM.from_pretrained(path, revision=model_args.model_revision, dtype=model_args.dtype,
+                                                    quantization_config=get_quantization_config(model_args),  # QLoRA's
                                                     trust_remote_code=training_args.trust_remote_code)
 
 

@@ -33,6 +33,9 @@ ONE_VALUE_VARIANCE = r"var\(\): degrees of freedom is <= 0"  # PPOTrainer's val/
 LOGGED = {  # logger: the message
     # accelerate imports DeepSpeed to recognise it, which says it runs on the CPU
     "DeepSpeed": r"Setting accelerator to CPU\.",
+    # --eval_only's LoRA adapter, which the script loads on its base (quantized as trained), with those settings
+    "trl.trainer.grpo_trainer": r"\[RANK \d+\] You passed `(model_init_kwargs|quantization_config)` to the "
+                                r"(`GRPOConfig`|trainer), but your model is already instantiated\.",
     # PPOTrainer asks `generate` for its scores beside a generation config
     "transformers.generation.utils": r"Passing `generation_config` together with generation-related arguments=\(\{'("
                                      r"output_scores|return_dict_in_generate)', '(output_scores|return_dict_in_"
