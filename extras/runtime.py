@@ -160,7 +160,8 @@ def run_main(main, script_args, training_args, model_args) -> None:
         _handled.set()
         interrupted = True
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)
-    if interrupted:
+    if interrupted or _pressed.is_set():  # a Ctrl-C a library caught, the run ending before GRACE: said the same
+        _handled.set()
         stop(said())
 
 
