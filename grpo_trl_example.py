@@ -237,8 +237,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         evaluation = extra("evaluation", "--eval_num_samples").for_grpo(trainer, eval_dataset, eval_source,
                                                                          reward_funcs + eval_reward_funcs, script_args)
         trainer.add_callback(evaluation)
-    if run_folder:  # what each checkpoint holds, listed as it is saved: a run continued here removes no other
-        trainer.add_callback(run_folder.Written())
+    if run_folder:  # checkpoints.json: the folder claimed as training begins, and what each checkpoint holds
+        run_folder.keep_record(trainer)
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
         start = outputs.record(trainer, script_args, beta=training_args.beta)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)

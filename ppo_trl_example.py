@@ -305,8 +305,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after, sampled as PPOTrainer samples
         evaluation = extra("ppo", "--eval_num_samples").evaluation(trainer, eval_dataset, eval_source,
                                                                     reward_funcs + eval_reward_funcs, script_args)
-    if run_folder:  # what each checkpoint holds, listed as it is saved: a run continued here removes no other
-        trainer.add_callback(run_folder.Written())
+    if run_folder:  # checkpoints.json: the folder claimed as training begins, and what each checkpoint holds
+        run_folder.keep_record(trainer)
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
         start = outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)

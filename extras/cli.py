@@ -70,13 +70,12 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
         origin = (f"{named} (the default run: no model named)" if default_run else
                   f"TRL's defaults, then {recipe}" if recipe else "TRL's defaults")
         print(settings_line(origin, values, config_class, defaults, (named, config)))
-    if default_run and values.output_dir == config.get("output_dir"):  # the recipe's folder, not one named by flag
-        folder = run_folder.default_folder(values.output_dir, values.resume_from_checkpoint is not None)
-        if folder != values.output_dir:
-            parser.set_defaults(output_dir=folder)
-            if first:
-                print(f"{values.output_dir} holds files already: this run writes to {folder} (--output_dir names "
-                      "another)")
+    if default_run:  # its recipe's folder, or where that holds files the next free one: unless a flag names one
+        folder = run_folder.default_folder(config["output_dir"], values.resume_from_checkpoint is not None)
+        parser.set_defaults(output_dir=folder)
+        if folder != config["output_dir"] and parser.parse_known_args(args)[0].output_dir == folder and first:
+            print(f"{config['output_dir']} holds files already: this run writes to {folder} (--output_dir names "
+                  "another)")
     try:
         return parser.parse_args_into_dataclasses(args=args)  # the recipe's values are the parser's defaults
     except ValueError as err:  # GRPOConfig's batch check says what is wrong, not what would be right

@@ -1,11 +1,12 @@
 """--output_dir, the folder of one run (docs/outputs.md): a run removes no file or folder it did not write.
 
     prepare(...)           before anything loads, on every process: the checkpoint the run resumes from, or None. A run
-                           starts in a new or empty folder, or continues the run its folder holds from a checkpoint;
-                           any other folder is refused in one line, and nothing in it is touched
-    default_folder(...)    the default run's folder: its recipe's, or where that holds a run, the next free NAME-N
-    Written                the trainer callback that lists, as each checkpoint is saved, what the run wrote into it
-                           (checkpoints.json)
+                           starts in a new or empty folder, or continues the run of these scripts that its folder holds
+                           from its newest checkpoint; any other folder is refused in one line, and nothing in it is
+                           touched
+    default_folder(...)    the default run's folder: its recipe's, or where that holds files, the next free NAME-N
+    keep_record(trainer)   the trainer keeps the run's record, checkpoints.json (Written): made as the run begins, which
+                           claims the folder, then listing what the run wrote into each checkpoint it saves
     last_checkpoint(out)   the newest complete checkpoint: what `last` resumes, and what Ctrl-C says is kept
 
 A run removes nothing itself. transformers removes checkpoint folders under --save_total_limit, every `checkpoint-*`
@@ -21,9 +22,11 @@ import sys
 from pathlib import Path
 
 from accelerate import PartialState
+from accelerate.utils import gather_object
 from transformers import TrainerCallback
+from transformers.trainer_callback import DefaultFlowCallback
 
-RECORD = "checkpoints.json"  # each checkpoint the run saved, with the files and folders it wrote into it
+RECORD = "checkpoints.json"  # the run's: made as it begins, then each checkpoint it saved, with what it wrote there
 
 
 def prepare(training_args, script_args) -> str | None:
@@ -42,18 +45,27 @@ def prepare(training_args, script_args) -> str | None:
         return None
     found = resume_point(wanted, given, main)
     if found is not None and found.resolve().parent == out:  # the folder's own run, continued
+        newest = last_checkpoint(given)
+        if not (out / RECORD).is_file():  # another program's run (an SFT's), or one from before the record
+            sys.exit(f"error: --output_dir {given} holds checkpoints that no run of these scripts began there (it has "
+                     f"no {RECORD}): continuing it would write over its files; to go on from {found.name}, give "
+                     f"--resume_from_checkpoint {found} and another --output_dir")
+        if newest is None or found.resolve() != newest.resolve():  # from an earlier one, over the steps after it
+            sys.exit(f"error: --resume_from_checkpoint {wanted}: the run in {given} continues there from its newest "
+                     f"complete checkpoint alone ({newest.name if newest else 'it has none'}): give another "
+                     "--output_dir to go on from this one")
         finished(training_args, read_state(found), found, main)
         limit = training_args.save_total_limit
         if limit and (theirs := unwritten(out)):
             sys.exit(f"error: --save_total_limit {limit} lets transformers remove `checkpoint-*` folders from "
                      f"{given}, and {RECORD} does not list these as the run wrote them: {listed(theirs)}; move them "
-                     "out of the folder, or give the run another --output_dir")
+                     "out of the folder, or continue without --save_total_limit")
         say_resuming(found, f"the run in {given}", main)
         return str(found)
     held = sorted(entry.name for entry in out.iterdir()) if out.is_dir() else []
     if held:
-        go_on = ("continue it with --resume_from_checkpoint last, " if last_checkpoint(given) else
-                 "it has no complete checkpoint to continue; " if wanted else "")
+        go_on = ("continue it with --resume_from_checkpoint last, " if (out / RECORD).is_file() and
+                 last_checkpoint(given) else "it has no complete checkpoint to continue; " if wanted else "")
         sys.exit(f"error: --output_dir {given} holds files already ({listed(held)}): a run starts in a new or empty "
                  f"folder and removes nothing it did not write: {go_on}give another --output_dir, or move those files")
     if found is not None:
@@ -144,27 +156,64 @@ def read_record(out: Path) -> dict:
 
 def unwritten(out: Path) -> list[str]:
     """The `checkpoint-*` folders of `out` that transformers' rotation may remove (rotate_checkpoints, by time, takes
-    every one; by step, those with a number) and that this run's record does not list as they are now."""
+    every one; by step, those with a number) and that this run's record does not list as they are now (or as begun:
+    a run killed while saving one)."""
     record = read_record(out)
-    return sorted(p.name for p in out.glob("checkpoint-*") if p.is_dir() and record.get(p.name) != contents(p))
+    return sorted(p.name for p in out.glob("checkpoint-*")
+                  if p.is_dir() and (p.name not in record or record[p.name] not in (None, contents(p))))
+
+
+def keep_record(trainer) -> None:
+    """Written among the trainer's callbacks, right after transformers' DefaultFlowCallback, which decides at each
+    step's end whether to save, and before those that write into the folder as training begins (the held-out
+    evaluation's eval.json, TensorBoard's runs/): the folder is claimed before anything is written there."""
+    callbacks = trainer.callback_handler.callbacks
+    flow = next(i for i, callback in enumerate(callbacks) if isinstance(callback, DefaultFlowCallback))
+    callbacks.insert(flow + 1, Written())
 
 
 class Written(TrainerCallback):
-    """Lists in --output_dir's checkpoints.json, as each checkpoint is saved, what the run wrote into it."""
+    """The run's record in --output_dir, checkpoints.json. A new run makes it as it begins, before anything else is
+    written there: a second run that found the same folder free at the same time stops then. Each checkpoint is
+    listed as begun (null) before it is saved, and with the files and folders in it once it is."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        out = Path(args.output_dir)
+        resumed = args.resume_from_checkpoint and Path(args.resume_from_checkpoint).resolve().parent == out.resolve()
+        claimed = True
+        if args.should_save and not resumed:  # the main process (of each machine, with --save_on_each_node)
+            out.mkdir(parents=True, exist_ok=True)
+            try:
+                with open(out / RECORD, "x") as record:
+                    record.write("{}\n")
+            except FileExistsError:
+                claimed = False
+        if not all(gather_object([claimed])):
+            sys.exit(f"error: another run began in {args.output_dir} after this one found it free: run this one "
+                     "again (the default run then takes the next free folder), or give it another --output_dir")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_save and args.should_save:  # listed before it is written: a run killed while saving it
+            self.write(args, f"checkpoint-{state.global_step}", None)  # leaves a checkpoint that is its own
 
     def on_save(self, args, state, control, **kwargs):
         PartialState().wait_for_everyone()  # every process has written its part of the checkpoint
-        if state.is_world_process_zero:
-            out = Path(args.output_dir)
-            record = {name: files for name, files in read_record(out).items() if (out / name).is_dir()}
-            record[f"checkpoint-{state.global_step}"] = contents(out / f"checkpoint-{state.global_step}")
-            (out / f"{RECORD}.tmp").write_text(json.dumps(record, indent=1) + "\n")
-            os.replace(out / f"{RECORD}.tmp", out / RECORD)  # whole, or the last whole one, if the run is killed
+        if args.should_save:
+            name = f"checkpoint-{state.global_step}"
+            self.write(args, name, contents(Path(args.output_dir) / name))
+
+    @staticmethod
+    def write(args, name: str, files: list[str] | None) -> None:
+        out = Path(args.output_dir)
+        record = {kept: held for kept, held in read_record(out).items() if (out / kept).is_dir()}  # rotated: gone
+        record[name] = files
+        (out / f"{RECORD}.tmp").write_text(json.dumps(record, indent=1) + "\n")
+        os.replace(out / f"{RECORD}.tmp", out / RECORD)  # whole, or the last whole one, if the run is killed
 
 
 def default_folder(path: str, resuming: bool) -> str:
     """The default run's folder: `path`, or where that holds files, `path-N` past the highest N that does, as
-    Lightning's version_N; resuming, the newest of those that has a complete checkpoint to continue."""
+    Lightning's version_N; resuming, the newest of them, where it has a complete checkpoint to continue."""
     base = Path(path)
     numbered = [(1, base)] + [(int(p.name[len(base.name) + 1:]), p) for p in base.parent.glob(f"{base.name}-*")
                               if re.fullmatch(re.escape(base.name) + r"-\d+", p.name)]
@@ -174,4 +223,4 @@ def default_folder(path: str, resuming: bool) -> str:
     n, newest = max(used)
     if resuming and last_checkpoint(str(newest)):
         return str(newest)
-    return f"{path}-{n + 1}"
+    return f"{base}-{n + 1}"

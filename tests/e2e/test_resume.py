@@ -106,9 +106,9 @@ def test_a_run_that_crashed_before_a_checkpoint_is_kept(tmp_path, script, length
 
     again = run_script(script, *args, "--resume_from_checkpoint", "last", cwd=tmp_path, check=False)
     assert again.returncode == 1 and again.stderr.strip().splitlines()[-1] == (
-        f"error: --output_dir {out} holds files already (completions.jsonl, metrics.jsonl): a run starts in a new or "
-        "empty folder and removes nothing it did not write: it has no complete checkpoint to continue; give another "
-        "--output_dir, or move those files")
+        f"error: --output_dir {out} holds files already (checkpoints.json, completions.jsonl, metrics.jsonl): a run "
+        "starts in a new or empty folder and removes nothing it did not write: it has no complete checkpoint to "
+        "continue; give another --output_dir, or move those files")
     assert snapshot(tmp_path) == held
 
 
@@ -291,7 +291,7 @@ def test_a_folder_holds_one_run_and_the_users_files_beside_it(tmp_path, script, 
     assert rotating.returncode == 1 and rotating.stderr.strip().splitlines()[-1] == (
         f"error: --save_total_limit 1 lets transformers remove `checkpoint-*` folders from {out}, and checkpoints.json "
         "does not list these as the run wrote them: checkpoint-1-best, checkpoint-2; move them out of the folder, or "
-        "give the run another --output_dir")
+        "continue without --save_total_limit")
     assert "Loading weights" not in other.stdout + other.stderr + rotating.stdout + rotating.stderr
     assert snapshot(tmp_path) == held
 
@@ -309,7 +309,4 @@ def test_a_folder_holds_one_run_and_the_users_files_beside_it(tmp_path, script, 
     run_script(script, *first, *longer, "--save_total_limit", 1, "--resume_from_checkpoint", "last", cwd=tmp_path)
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-6"]  # the run's own, rotated out
     assert [m["step"] for m in read_jsonl(out / "metrics.jsonl") if "step" in m][-1] == 6
-    moved = {path.replace("out/checkpoint-2/", "moved/").replace("out/", "moved/"): held_as
-             for path, held_as in held.items() if "checkpoint-1-best" in path or "my-model" in path}
-    now = snapshot(tmp_path)
-    assert (out / "notes.txt").read_text() == "mine" and {path: now[path] for path in moved} == moved
+    assert (out / "notes.txt").read_text() == "mine"  # beside the run, kept

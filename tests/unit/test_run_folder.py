@@ -24,7 +24,7 @@ def a_run(out, steps=(2, 4), logged=True, complete=True, recorded=True):
         if complete:
             (out / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps(
                 {"global_step": step, "max_steps": 4}))
-    if recorded and steps:
+    if recorded:  # made as the run began, with each checkpoint as it was saved
         (out / "checkpoints.json").write_text(json.dumps({f"checkpoint-{step}": run_folder.contents(
             out / f"checkpoint-{step}") for step in steps}))
     (out / "metrics.jsonl").write_text('{"step": 1}\n' if logged else "")
@@ -83,6 +83,31 @@ def test_a_folder_with_a_checkpoint_is_continued_when_asked(tmp_path, capsys):
     assert snapshot(tmp_path) == held
 
 
+def test_checkpoints_no_run_of_these_scripts_began_are_not_continued_in_place(tmp_path, capsys):
+    """A model folder with an SFT run's checkpoint-100/ (or a run from before the record): continuing it would write the
+    trained model over the user's and resume another program's optimizer. It is refused, saying how to go on from that
+    checkpoint in a new folder; and so is continuing a run of ours from a checkpoint before its newest, whose later
+    steps would be written over."""
+    out = a_run(tmp_path / "sft", recorded=False)
+    held = snapshot(tmp_path)
+    for resume in ("last", str(out / "checkpoint-4")):
+        with pytest.raises(SystemExit) as stopped:
+            prepare(out, resume=resume, max_steps=8)
+        assert str(stopped.value) == (
+            f"error: --output_dir {out} holds checkpoints that no run of these scripts began there (it has no "
+            f"checkpoints.json): continuing it would write over its files; to go on from checkpoint-4, give "
+            f"--resume_from_checkpoint {out / 'checkpoint-4'} and another --output_dir")
+    with pytest.raises(SystemExit, match=r"holds files already .*: give another --output_dir, or move those files"):
+        prepare(out)  # and no advice to continue it
+    assert prepare(tmp_path / "new", resume=str(out / "checkpoint-4"), max_steps=8) == str(out / "checkpoint-4")
+    ours = a_run(tmp_path / "ours")
+    with pytest.raises(SystemExit, match=r"checkpoint-2: the run in .*ours continues there from its newest complete "
+                                         r"checkpoint alone \(checkpoint-4\): give another --output_dir"):
+        prepare(ours, resume=str(ours / "checkpoint-2"), max_steps=8)
+    assert snapshot(tmp_path) == held | {path: held_as for path, held_as in snapshot(tmp_path).items()
+                                         if path.startswith("ours")}
+
+
 def test_last_resumes_the_newest_complete_checkpoint(tmp_path, capsys):
     out = a_run(tmp_path / "out")
     (out / "checkpoint-6").mkdir()  # killed while it was saved: no trainer_state.json
@@ -134,19 +159,33 @@ def test_a_continued_run_under_save_total_limit_is_refused_where_rotation_would_
         (out / theirs).parent.mkdir(exist_ok=True)
         (out / theirs).write_text("mine")
     held = snapshot(tmp_path)
-    with pytest.raises(SystemExit, match=rf"does not list these as the run wrote them: {theirs.split('/')[0]};"
+    with pytest.raises(SystemExit, match=rf"does not list these as the run wrote them: {theirs.split('/')[0]}; move "
+                                         r"them out of the folder, or continue without --save_total_limit"
                                          .split(" -> ")[0]):
         prepare(out, resume="last", max_steps=8, save_total_limit=1)
     assert snapshot(tmp_path) == held
     assert prepare(out, resume="last", max_steps=8) == str(out / "checkpoint-4")  # no limit, nothing removed
 
 
-def test_a_run_without_its_record_is_not_rotated(tmp_path):
-    """Checkpoints no run of these scripts listed (a copy without extras/, or written by hand) are nobody's to
+def test_checkpoints_the_record_does_not_list_are_not_rotated(tmp_path):
+    """Checkpoints in a run's folder that its record does not list (copied in, or written by hand) are nobody's to
     rotate."""
-    out = a_run(tmp_path / "out", recorded=False)
+    out = a_run(tmp_path / "out")
+    (out / "checkpoints.json").write_text("{}")
     with pytest.raises(SystemExit, match="does not list these as the run wrote them: checkpoint-2, checkpoint-4;"):
         prepare(out, resume="last", max_steps=8, save_total_limit=2)
+
+
+def test_a_checkpoint_begun_and_not_saved_is_the_runs_own(tmp_path):
+    """Killed between writing a checkpoint and listing it, a run leaves a checkpoint the record lists as begun: it is
+    the run's, which rotation may take, so that `last` (what Ctrl-C advises) goes on under --save_total_limit."""
+    out = a_run(tmp_path / "out")
+    record = json.loads((out / "checkpoints.json").read_text())
+    (out / "checkpoints.json").write_text(json.dumps({**record, "checkpoint-6": None}))
+    (out / "checkpoint-6").mkdir()
+    (out / "checkpoint-6" / "trainer_state.json").write_text(json.dumps({"global_step": 6, "max_steps": 8}))
+    assert run_folder.unwritten(out) == []
+    assert prepare(out, resume="last", max_steps=8, save_total_limit=1) == str(out / "checkpoint-6")
 
 
 def test_rotation_takes_no_folder_the_check_misses(tmp_path):
@@ -163,27 +202,35 @@ def test_rotation_takes_no_folder_the_check_misses(tmp_path):
     assert taken - {"checkpoint-2", "checkpoint-4"} == set(run_folder.unwritten(out))
 
 
-def test_the_record_lists_each_checkpoint_as_it_is_saved(tmp_path):
+def test_the_record_claims_the_folder_and_lists_each_checkpoint_as_it_is_saved(tmp_path):
+    """Made as the run begins: a second run that found the same folder free stops there, before writing anything
+    (two default runs started at once both took NAME-2). Then each checkpoint, begun and saved."""
     out = tmp_path / "out"
+    args = SimpleNamespace(output_dir=str(out), should_save=True, resume_from_checkpoint=None)
+    control, state = SimpleNamespace(should_save=True), SimpleNamespace(global_step=2)
+    callback = run_folder.Written()
+    callback.on_train_begin(args, state, control)
+    assert json.loads((out / "checkpoints.json").read_text()) == {}
+    with pytest.raises(SystemExit, match=f"another run began in {out} after this one found it free"):
+        run_folder.Written().on_train_begin(args, state, control)
+    callback.on_step_end(args, state, control)
+    assert json.loads((out / "checkpoints.json").read_text()) == {"checkpoint-2": None}
     (out / "checkpoint-2" / "value_model").mkdir(parents=True)
     (out / "checkpoint-2" / "value_model" / "model.safetensors").write_bytes(b"v")
     (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
-    callback = run_folder.Written()
-    args, control = SimpleNamespace(output_dir=str(out)), SimpleNamespace()
-    callback.on_save(args, SimpleNamespace(global_step=2, is_world_process_zero=True), control)
+    callback.on_save(args, state, control)
     assert run_folder.unwritten(out) == []
     (out / "checkpoint-4").mkdir()
     (out / "checkpoint-4" / "trainer_state.json").write_text("{}")
-    callback.on_save(args, SimpleNamespace(global_step=4, is_world_process_zero=True), control)
-    (out / "checkpoint-2" / "trainer_state.json").unlink()
-    (out / "checkpoint-2" / "value_model" / "model.safetensors").unlink()
-    (out / "checkpoint-2" / "value_model").rmdir()
-    (out / "checkpoint-2").rmdir()  # rotated out: it leaves the record at the next save
-    callback.on_save(args, SimpleNamespace(global_step=4, is_world_process_zero=True), control)
+    callback.on_save(args, SimpleNamespace(global_step=4), control)
+    shutil.rmtree(out / "checkpoint-2")  # rotated out: it leaves the record at the next save
+    callback.on_save(args, SimpleNamespace(global_step=4), control)
     assert json.loads((out / "checkpoints.json").read_text()) == {"checkpoint-4": ["trainer_state.json"]}
+    resumed = SimpleNamespace(output_dir=str(out), should_save=True, resume_from_checkpoint=str(out / "checkpoint-4"))
+    callback.on_train_begin(resumed, SimpleNamespace(global_step=4), control)  # its own run, continued: no claim
 
 
-def test_eval_only_writes_beside_anything_and_resumes_nothing(tmp_path):
+def test_eval_only_is_refused_no_folder_and_resumes_nothing(tmp_path):
     out = a_run(tmp_path / "out")
     assert prepare(out, eval_only=True) is None
     with pytest.raises(SystemExit, match="--eval_only evaluates --model_name_or_path as it is, and resumes nothing"):
@@ -294,6 +341,13 @@ def crashed_before_a_checkpoint(out, tmp_path):
     (out / "eval.json").write_text('{"before": {}}')
 
 
+def another_programs_run(out, tmp_path):  # an SFT's output: a model and a checkpoint, no record of ours
+    model_of_theirs(out, tmp_path)
+    a_run(out / "run", steps=(100,), recorded=False)
+    (out / "run").rename(out / "sft")
+    (out / "sft" / "checkpoint-100").rename(out / "checkpoint-100")
+
+
 def a_run_with_their_files_inside(out, tmp_path):  # items 3 and 5
     a_run(out)
     (out / "checkpoint-1-best").mkdir()
@@ -306,7 +360,7 @@ def a_run_with_their_files_inside(out, tmp_path):  # items 3 and 5
 
 LAYOUTS = [model_of_theirs, evaluated_model, dataset_of_theirs, run_like_names_in_their_folders, links,
            finished_without_checkpoints, finished_with_checkpoints, unfinished_with_an_incomplete_checkpoint,
-           crashed_before_a_checkpoint, a_run_with_their_files_inside]
+           crashed_before_a_checkpoint, another_programs_run, a_run_with_their_files_inside]
 # Every command the scripts print or the docs advise, with `out` for the folder; each with a check that stops it late
 # (item 4: a refused command had emptied the folder before its later checks ran)
 COMMANDS = {
@@ -339,13 +393,18 @@ def test_every_layout_through_every_command_keeps_every_file(tmp_path, layout, s
             returncode, stdout, stderr = until_weights(tmp_path, *args, script=script)
             assert snapshot(tmp_path) == held, (name, args)
             default = args is command
-            if not default and name != "evaluate" and not run_folder.last_checkpoint(str(out)):
-                assert returncode == 1, (name, args)  # nothing to continue: no run goes into the folder
+            ours = (out / "checkpoints.json").is_file() and run_folder.last_checkpoint(str(out))
+            if not default and name != "evaluate" and not ours:
+                assert returncode == 1, (name, args)  # nothing of ours to continue: no run goes into the folder
+            if name == "continue, rotating" and ours and run_folder.unwritten(out):
+                assert returncode == 1, (name, args)  # rotation would take a folder the run did not write
+            if default and name in ("a run", "an unknown reward"):  # a folder that holds files: the next free one
+                assert f"{out.relative_to(tmp_path)} holds files already: this run writes to " in stdout, stdout
             if returncode == 1:
                 error = stderr.strip().splitlines()[-1]
                 assert error.startswith("error: ") and "Traceback" not in stderr, (name, stderr[-2000:])
                 assert ("--overwrite_output_dir: it is gone" in error) is (name == "the removed flag"), error
-                assert "--resume_from_checkpoint last" not in error or run_folder.last_checkpoint(str(out)), error
+                assert "--resume_from_checkpoint last" not in error or ours, error
                 assert not default or "holds files already" not in error, error  # it takes the next free folder
             else:
                 assert returncode in (0, "loaded"), (name, args, stderr[-2000:])
