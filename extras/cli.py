@@ -246,7 +246,8 @@ def read_recipe(path: str, actions: dict) -> dict:
     import yaml
 
     try:
-        config = yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text()
+        config = yaml.safe_load(text)
     except OSError as err:
         sys.exit(f"error: --config {path}: {err.strerror.lower()}")
     except yaml.YAMLError as err:
@@ -254,14 +255,17 @@ def read_recipe(path: str, actions: dict) -> dict:
         sys.exit(f"error: --config {path} is not valid YAML{line}: {getattr(err, 'problem', err)}")
     if not isinstance(config, dict):
         sys.exit(f"error: --config {path} must hold `option: value` lines, one per option")
+    # A text option's value as written: YAML reads `true`, `0123`, `1:30` or `2024.10` as a bool or a number
+    written = {key.value: value for key, value in yaml.compose(text).value}
     for key, value in config.items():
         if key == "env":  # environment variables, which TrlParser sets
             continue
         if key not in actions:
             sys.exit(f"error: {path}: unknown key '{key}'{nearest(key, actions)}")
         check_value(path, key, value, actions[key])
-        if actions[key].type is str and isinstance(value, bool | int | float):  # YAML's `true` or `2024` for a text
-            config[key] = str(value).lower() if isinstance(value, bool) else str(value)  # option: its text, as typed
+        if actions[key].type is str and value is not None:
+            node = written[key]
+            config[key] = [item.value for item in node.value] if isinstance(value, list) else node.value
     return config
 
 

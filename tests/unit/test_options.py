@@ -171,12 +171,16 @@ def test_the_default_run_takes_a_new_folder_where_its_own_holds_a_run(name, tmp_
 @pytest.mark.parametrize("name", ALGOS)
 def test_a_recipes_yaml_scalar_for_a_text_option_is_its_text(name, tmp_path):
     """`resume_from_checkpoint: true` in a recipe was a traceback: YAML reads a bool, where the option takes text, as
-    the flag's `true`."""
+    the flag's `true`. A text option takes the value as written, which YAML 1.1 reads as an octal, a sexagesimal, a
+    float or a date."""
     recipe = tmp_path / "mine.yaml"
     recipe.write_text(f"model_name_or_path: {TINY_MODEL}\ndataset_name: d\nresume_from_checkpoint: true\n"
-                      "hub_model_id: 2024\n")
-    training_args = SCRIPTS[name].parse_args(["--config", str(recipe)])[1]
-    assert training_args.resume_from_checkpoint == "true" and training_args.hub_model_id == "2024"
+                      "hub_model_id: 0123\nrun_name: 1:30\nmodel_revision: 2024-10-01\n"
+                      "reward_funcs: [accuracy, 2024.10]\n")
+    script_args, training_args, model_args = SCRIPTS[name].parse_args(["--config", str(recipe)])
+    assert training_args.resume_from_checkpoint == "true" and training_args.hub_model_id == "0123"
+    assert training_args.run_name == "1:30" and model_args.model_revision == "2024-10-01"
+    assert script_args.reward_funcs == ["accuracy", "2024.10"]
 
 
 @pytest.mark.parametrize("name", ALGOS)
