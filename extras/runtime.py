@@ -152,15 +152,14 @@ def run_main(main, script_args, training_args, model_args) -> None:
 
     score_completions_only()  # on a CPU, trl 1.16's LM head scores the completions only, not the prompts: 6-7x faster
     _run.update(started=True, output_dir=training_args.output_dir)  # from here, Ctrl-C ends training as below
-    interrupted = False
     try:
         with quiet():
             main(script_args, training_args, model_args)
-    except KeyboardInterrupt:
-        _handled.set()
-        interrupted = True
+    except BaseException:  # Ctrl-C; or, after one a library caught (datasets' fingerprinting), whatever ended the run
+        if not _pressed.is_set():
+            raise
     gc.collect()  # free the trainer while Python is whole: freed at shutdown, gloo can abort it (pytorch#179291)
-    if interrupted or _pressed.is_set():  # a Ctrl-C a library caught, the run ending before GRACE: said the same
+    if _pressed.is_set():  # the run ended by a Ctrl-C, or before GRACE after one that a library caught: said alike
         _handled.set()
         stop(said())
 

@@ -1,6 +1,7 @@
 """extras/runtime.py: how a run ends when Ctrl-C is pressed. The interrupt where the run spends its time, in a real
 process: tests/e2e/test_resume.py."""
 
+import functools
 import threading
 from types import SimpleNamespace
 
@@ -18,13 +19,20 @@ def test_a_ctrl_c_a_library_swallowed_is_said_when_the_run_ends_before_the_grace
     monkeypatch.setattr(threading, "Timer", lambda *args: SimpleNamespace(start=lambda: None))  # no grace period's
     monkeypatch.setitem(runtime._run, "started", False)
 
-    def main(script_args, training_args, model_args):
+    def main(ends, script_args, training_args, model_args):
         try:
             runtime.interrupt(2, None)  # what the handler does at Ctrl-C
         except:  # noqa: E722 (the library's)
             pass
+        ends()  # the rest of the run: it finishes, or fails on what the interrupt left half done
 
-    with pytest.raises(SystemExit) as stopped:
-        runtime.run_main(main, None, SimpleNamespace(output_dir=None), None)
-    assert stopped.value.code == runtime.INTERRUPTED and capsys.readouterr().err.strip() == "interrupted"
-    assert runtime._handled.is_set()  # the grace period's timer ends nothing more
+    def fails():
+        raise RuntimeError("a cache the interrupt left half written")
+
+    for ends in (lambda: None, fails):
+        runtime._pressed.clear()
+        runtime._handled.clear()
+        with pytest.raises(SystemExit) as stopped:
+            runtime.run_main(functools.partial(main, ends), None, SimpleNamespace(output_dir=None), None)
+        assert stopped.value.code == runtime.INTERRUPTED and capsys.readouterr().err.strip() == "interrupted"
+        assert runtime._handled.is_set()  # the grace period's timer ends nothing more
