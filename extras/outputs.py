@@ -158,9 +158,42 @@ def tidy(trainer) -> None:
     logging.getLogger("transformers.trainer").addFilter(tied_and_missing)
 
 
+def groups_without_spread(rewards: dict[str, list[float]], weights: list[float], group: int) -> float:
+    """The share of groups (each `group` completions in a row) whose completions all got the same total reward (the
+    weighted sum of `rewards`' columns, NaN where a reward could not score), within a millionth of the rewards' scale.
+
+    >>> groups_without_spread({"a": [0.2] * 8 + [0.2, 0.7] * 4}, [1.0], 8)
+    0.5
+    >>> groups_without_spread({"format": [0.2] * 4, "count": [0.0, 0.0, 1.0, float("nan")]}, [1.0, 1.0], 2)
+    0.5
+    """
+    columns = list(rewards.values())
+    totals = [sum(w * r for w, r in zip(weights, row) if not math.isnan(r)) if not all(math.isnan(r) for r in row)
+              else math.nan for row in zip(*columns)]
+    scale = max((abs(t) for t in totals if not math.isnan(t)), default=0.0)
+    groups = [[t for t in totals[i:i + group] if not math.isnan(t)] for i in range(0, len(totals), group)]
+    flat = [len(g) < 2 or max(g) - min(g) <= 1e-6 * scale for g in groups]
+    return sum(flat) / len(flat) if flat else 0.0
+
+
+class GroupSpread(TrainerCallback):
+    """GRPO: `groups_without_spread` in each training log, from the last generation batch, for the watchdog and the
+    plot. TRL's frac_reward_zero_std tests each group's float32 std with isclose's default tolerance, 1e-8: eight
+    rewards of 0.2 have a std of 1.6e-8, so partial credit (0.2, 0.7) counted as spread where it teaches nothing."""
+
+    def __init__(self, trainer):
+        self.trainer = weakref.ref(trainer)  # a callback outlives nothing of the run's
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        trainer = self.trainer()
+        if logs and "reward" in logs and trainer is not None and trainer._logs["rewards"]:
+            logs["groups_without_spread"] = groups_without_spread(trainer._logs["rewards"],
+                                                                  trainer.reward_weights.tolist(), args.num_generations)
+
+
 class NoSignalWatchdog(TrainerCallback):
     """Warn (or with `stop`, stop cleanly) when `patience` logs in a row carry no learning signal: GRPO's groups all
-    alike (frac_reward_zero_std) or a flat reward. A flat reward at its known `maximum` is a solved task, said as
+    alike (groups_without_spread) or a flat reward. A flat reward at its known `maximum` is a solved task, said as
     such. Also a reward that scored nothing, and GRPO's zero loss at beta 0. `groups`: the trainer samples groups
     (GRPO's --num_generations); PPO samples one completion per prompt."""
 
@@ -203,8 +236,8 @@ class NoSignalWatchdog(TrainerCallback):
                 reason = (f"NOTE: every completion has scored the reward's maximum, {self.maximum:g}, for "
                           f"{self.patience} logging steps (step {state.global_step}): the policy solves these prompts, "
                           "and there is nothing left to learn from them; harder prompts would teach it more.")
-            elif all(log.get("frac_reward_zero_std", 0.0) >= 0.95 for log in self.recent):
-                reason = "frac_reward_zero_std >= 0.95: the completions of each prompt all got the same reward"
+            elif all(log.get("groups_without_spread", 0.0) >= 0.95 for log in self.recent):
+                reason = "groups_without_spread >= 0.95: the completions of each prompt all got the same reward"
             elif max(rewards) - min(rewards) < 1e-6:
                 reason = f"the mean reward has stayed at {rewards[-1]:.4g}"
         if reason and not self.warned:
@@ -280,6 +313,8 @@ def record(trainer, script_args, beta: float | None = None, samples: Callable[[]
     tidy(trainer)
     if samples:  # PPO: trl 1.12's train() prints "===training policy===" through it, which says nothing about the run
         trainer.accelerator.print = lambda *args, **kwargs: None
+    if not samples:  # GRPO's groups: before the records and the watchdog, which read it
+        trainer.add_callback(GroupSpread(trainer))
     trainer.add_callback(RunRecorder(trainer.args.output_dir, samples or (lambda: grpo_completions(trainer))))
     if script_args.no_signal_patience > 0:
         adapter = trainer.reward_model if samples else None  # PPO's: the script's RewardAdapter
@@ -628,7 +663,7 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
     panels = [(key[8:-5], [key]) for key in reward_keys] + [
         ("KL to the reference", ["kl", "objective/kl"]), ("completion length (tokens)", ["completions/mean_length"]),
         # GRPO learns nothing from a group whose completions all score alike, nor from a completion cut off
-        ("groups with no reward spread (GRPO)", ["frac_reward_zero_std"]),
+        ("groups with no reward spread (GRPO)", ["groups_without_spread"]),
         ("completions cut at the length budget", ["completions/clipped_ratio"]),
         # PPO: the value model's fit, and how often the clip held the policy's and the value's steps
         ("value loss (PPO)", ["loss/value_avg"]), ("clipped fraction", ["policy/clipfrac_avg", "val/clipfrac_avg",

@@ -274,19 +274,35 @@ def test_gpu_only_options_fail_early_on_cpu(tmp_path, flags, message, fails_earl
     assert message in fails_early(tmp_path, *flags)
 
 
-@pytest.mark.parametrize("stop", [True, False], ids=["stop", "warn-only"])
-def test_no_signal_watchdog(tmp_path, stop):
-    """A constant reward gives every completion the same reward: the watchdog warns once, explains the zero loss at
-    beta=0, and with --stop_on_no_signal ends the run early but cleanly; without it the run goes on."""
-    (tmp_path / "const.py").write_text("def one(completions, **kwargs):\n    return [1.0] * len(completions)\n")
+# Rewards of the prompt alone: every completion of a prompt scores alike. 0.2 and 0.7 (issue 83): TRL's
+# frac_reward_zero_std counted their groups as spread (a float32 std of 1.6e-8 against isclose's 1e-8), and the
+# watchdog was silent for the partial credit the docs recommend
+BY_PROMPT = """
+def one(completions, **kwargs):
+    return [1.0] * len(completions)
+
+
+def partial(prompts, completions, **kwargs):
+    return [0.2 if len(str(prompt)) % 2 else 0.7 for prompt in prompts]
+"""
+
+
+@pytest.mark.parametrize("stop, reward", [(True, "one"), (False, "partial")], ids=["stop-1.0", "warn-only-0.2-0.7"])
+def test_no_signal_watchdog(tmp_path, stop, reward):
+    """A reward of the prompt alone gives every completion of a group the same reward: the watchdog warns once,
+    explains the zero loss at beta=0, and with --stop_on_no_signal ends the run early but cleanly; without it the run
+    goes on."""
+    (tmp_path / "by_prompt.py").write_text(BY_PROMPT)
     out = tmp_path / "out"
-    proc = run_script(SCRIPT, "--reward_funcs", "const.one", "--beta", 0, "--max_steps", 20 if stop else 6,
+    proc = run_script(SCRIPT, "--reward_funcs", f"by_prompt.{reward}", "--beta", 0, "--max_steps", 20 if stop else 6,
                       "--logging_steps", 1, "--eval_strategy", "no", "--no_signal_patience", 3,
                       *(["--stop_on_no_signal"] if stop else []), "--output_dir", out, cwd=tmp_path,
                       env={"PYTHONPATH": str(tmp_path)})
-    assert proc.stdout.count("WARNING: no learning signal for 3 logging steps (step 3): frac_reward_zero_std") == 1
+    assert proc.stdout.count("WARNING: no learning signal for 3 logging steps (step 3): groups_without_spread") == 1
     assert "--num_generations" in proc.stdout and ("Stopping training (--stop_on_no_signal)" in proc.stdout) is stop
-    assert proc.stdout.count("NOTE: loss is 0 with beta=0") == 1
+    assert [m["groups_without_spread"] for m in read_jsonl(out / "metrics.jsonl") if "reward" in m] == [1.0] * (
+        3 if stop else 6)
+    assert proc.stdout.count("NOTE: loss is 0 with beta=0") == (reward == "one")  # 0.2s' float32 std: not quite 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == (3 if stop else 6) and (out / "model.safetensors").exists()
 

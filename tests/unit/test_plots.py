@@ -15,12 +15,12 @@ from extras.outputs import plot
 # entropy: what a user looks at after the reward.
 GRPO_LOGS = [
     {"step": 1, "reward": 0.5, "rewards/accuracy/mean": 0.5, "rewards/format/mean": 0.0, "kl": 0.0,
-     "completions/mean_length": 3.0, "frac_reward_zero_std": 0.5, "completions/clipped_ratio": 0.25, "entropy": 0.9},
+     "completions/mean_length": 3.0, "groups_without_spread": 0.5, "completions/clipped_ratio": 0.25, "entropy": 0.9},
     {"step": 2, "reward": 0.75, "rewards/accuracy/mean": 0.75, "rewards/format/mean": None, "kl": 0.01,
-     "completions/mean_length": 2.5, "frac_reward_zero_std": 0.25, "completions/clipped_ratio": 0.0, "entropy": 0.8},
+     "completions/mean_length": 2.5, "groups_without_spread": 0.25, "completions/clipped_ratio": 0.0, "entropy": 0.8},
     {"step": 2, "eval_reward": 0.6},
     {"step": 3, "reward": 1.0, "rewards/accuracy/mean": 0.9, "rewards/format/mean": 0.1, "kl": 0.02,
-     "completions/mean_length": 2.0, "frac_reward_zero_std": 0.75, "completions/clipped_ratio": 0.0, "entropy": 0.7},
+     "completions/mean_length": 2.0, "groups_without_spread": 0.75, "completions/clipped_ratio": 0.0, "entropy": 0.7},
 ]
 PPO_LOGS = [{"step": s, "reward": r, "rewards/accuracy/mean": r, "objective/kl": k, "loss/value_avg": v,
              "policy/clipfrac_avg": c, "val/clipfrac_avg": c / 2, "policy/entropy_avg": 1 - r}
@@ -47,7 +47,7 @@ def drawn(ax) -> dict:
     (GRPO_LOGS, ["rewards/accuracy/mean", "rewards/format/mean"],
      {"accuracy": ["rewards/accuracy/mean"], "format": ["rewards/format/mean"], "KL to the reference": ["kl"],
       "completion length (tokens)": ["completions/mean_length"],
-      "groups with no reward spread (GRPO)": ["frac_reward_zero_std"],
+      "groups with no reward spread (GRPO)": ["groups_without_spread"],
       "completions cut at the length budget": ["completions/clipped_ratio"], "entropy (nats a token)": ["entropy"]}),
     (PPO_LOGS, ["rewards/accuracy/mean"],  # PPO logs no completion length: no such panel
      {"accuracy": ["rewards/accuracy/mean"], "KL to the reference": ["objective/kl"],

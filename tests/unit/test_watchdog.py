@@ -26,7 +26,7 @@ def test_advice_names_only_the_trainers_own_options(groups, capsys):
 
 @pytest.mark.parametrize("groups", [True, False], ids=["grpo", "ppo"])
 def test_a_reward_held_at_its_maximum_is_a_solved_task_not_a_fault(groups, capsys):
-    logs = [{"reward": 2.0, "frac_reward_zero_std": 1.0}] * 3
+    logs = [{"reward": 2.0, "groups_without_spread": 1.0}] * 3
     said, stopped = advice(NoSignalWatchdog(3, stop=True, groups=groups, maximum=2.0), logs, capsys)
     assert said.splitlines()[0] == ("NOTE: every completion has scored the reward's maximum, 2, for 3 logging steps "
                                     "(step 3): the policy solves these prompts, and there is nothing left to learn "
