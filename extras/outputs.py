@@ -254,6 +254,48 @@ class NoSignalWatchdog(TrainerCallback):
                      "each group, so the loss is about 0 at every step even while the policy learns. Watch the reward.")
 
 
+class OneAnswer(TrainerCallback):
+    """Warn once when the policy gives one and the same answer to every prompt for `patience` logs in a row, at least
+    PROMPTS distinct prompts in all: it has collapsed onto it, its reward that answer's (a newcomer's GRPO run answered
+    `<answer>1</answer>` to every prompt for its last 43 steps, and nothing said so). `collapsed`: the answer, the
+    prompts it was given to and the last step, while it lasts, for the closing summary. `samples()`: the last batch's
+    completions (completions.jsonl's rows)."""
+
+    PROMPTS = 10  # a task of few answers, rightly answered, gives one answer to a batch of 2 prompts now and then
+
+    def __init__(self, samples: Callable[[], list[dict]], patience: int, ppo: bool):
+        self.samples = samples
+        self.patience = patience
+        self.fixes = ("a lower --learning_rate, a higher --kl_coef or fewer --num_ppo_epochs" if ppo else
+                      "a lower --learning_rate, a higher --beta, or a higher --temperature")
+        self.answer = None  # the one answer of the logs in a row that gave one
+        self.prompts = set()  # the prompts it was given to
+        self.streak = 0  # those logs
+        self.collapsed = None
+        self.warned = False
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "reward" not in logs:
+            return
+        rows = self.samples()
+        answers = {str(row["completion"]).strip() for row in rows}
+        answer = answers.pop() if len(answers) == 1 else None
+        if answer is None or answer != self.answer:
+            self.prompts = set()
+            self.streak = 0
+        self.answer = answer
+        self.prompts |= {str(row["prompt"]) for row in rows} if answer is not None else set()
+        self.streak += answer is not None
+        lasts = self.streak >= self.patience and len(self.prompts) >= self.PROMPTS
+        self.collapsed = (answer, len(self.prompts), state.global_step) if lasts else None
+        if lasts and not self.warned:
+            self.warned = True
+            tqdm.write(f"WARNING: the policy has given one answer to all {len(self.prompts)} prompts of the last "
+                       f"{self.streak} logs (step {state.global_step}): {answer[:80]!r}. It has collapsed onto it, "
+                       f"and earns that answer's reward whatever the prompt. Try {self.fixes}; the held-out table at "
+                       "the end says what it scores.")
+
+
 class DriftWatch(TrainerCallback):
     """Warn once when the policy runs away from its reference without gaining: between two windows of `window` logs
     the KL to the reference has at least doubled, past `floor`, while the training reward fell by more than twice the
@@ -311,18 +353,21 @@ def record(trainer, script_args, beta: float | None = None, samples: Callable[[]
     unless `samples` gives a PPO run's completions), short logs, and the no-signal watchdog (`beta`: GRPO's KL
     coefficient). Says how the run is spread over processes, and starts the clock."""
     tidy(trainer)
-    if samples:  # PPO: trl 1.12's train() prints "===training policy===" through it, which says nothing about the run
+    ppo = samples is not None
+    if ppo:  # trl 1.12's train() prints "===training policy===" through it, which says nothing about the run
         trainer.accelerator.print = lambda *args, **kwargs: None
-    if not samples:  # GRPO's groups: before the records and the watchdog, which read it
+    else:  # GRPO's groups: before the records and the watchdog, which read it
         trainer.add_callback(GroupSpread(trainer))
-    trainer.add_callback(RunRecorder(trainer.args.output_dir, samples or (lambda: grpo_completions(trainer))))
+    samples = samples or (lambda: grpo_completions(trainer))
+    trainer.add_callback(RunRecorder(trainer.args.output_dir, samples))
+    trainer.add_callback(OneAnswer(samples, max(script_args.no_signal_patience, 1), ppo=ppo))
     if script_args.no_signal_patience > 0:
-        adapter = trainer.reward_model if samples else None  # PPO's: the script's RewardAdapter
+        adapter = trainer.reward_model if ppo else None  # PPO's: the script's RewardAdapter
         funcs, weights = (adapter.reward_funcs, adapter.weights) if adapter else (trainer.reward_funcs,
                                                                                    trainer.reward_weights)
         trainer.add_callback(NoSignalWatchdog(script_args.no_signal_patience, script_args.stop_on_no_signal, beta,
-                                              groups=samples is None, maximum=reward_maximum(funcs, weights.tolist())))
-    trainer.add_callback(DriftWatch(ppo=samples is not None))
+                                              groups=adapter is None, maximum=reward_maximum(funcs, weights.tolist())))
+    trainer.add_callback(DriftWatch(ppo=ppo))
     print_distributed_mode(trainer)
     trainer.callback_handler.callbacks.insert(0, StartLines(trainer))  # before the held-out evaluation's table
     return time.perf_counter()  # the clock for summary.json's runtime
@@ -575,6 +620,16 @@ def worse(changes: dict, title: str) -> list[str]:
             f"than twice its error. Try {change}, and read the completions in eval.json (docs/evaluation.md)"]
 
 
+def one_answer(trainer) -> list[str]:
+    """A warning where the policy ended collapsed onto one answer (OneAnswer)."""
+    watch = next((c for c in trainer.callback_handler.callbacks if isinstance(c, OneAnswer)), None)
+    if watch is None or watch.collapsed is None:
+        return []
+    answer, prompts, step = watch.collapsed
+    return [f"  WARNING: the policy ended giving one answer, {answer[:80]!r}, to all {prompts} prompts of its last "
+            f"{watch.streak} logs, up to step {step}: it collapsed onto it (completions.jsonl)"]
+
+
 def error_of(errors: list, prompts: int) -> str:
     """A before -> after pair's standard errors, over how many prompts."""
     if all(e is None for e in errors):
@@ -753,6 +808,7 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
                      if b is not None and b < 0 else ""))
                for name, metrics in held_out.items() for metric, (a, b) in metrics.items()),
              *worse(summary.get("held_out_change", {}), title),
+             *one_answer(trainer),
              f"  model:       {out}", f"  metrics:     {out / 'metrics.jsonl'}",
              f"  completions: {out / 'completions.jsonl'}", f"  summary:     {out / 'summary.json'}",
              f"  plots:       {', '.join(map(str, plots))}"]

@@ -59,3 +59,32 @@ def test_a_kl_that_runs_away_while_the_reward_falls_is_said_once(ppo, capsys):
     tiny = [{key: scale * k / 10, "reward": 0.3 - k / 100} for k in (0.1, 0.2, 0.3, 0.3, 1, 2, 3, 4)]  # below floor
     for logs in (learning, flat, tiny):
         assert advice(DriftWatch(ppo=ppo), logs, capsys)[0] == ""
+
+
+@pytest.mark.parametrize("ppo", [True, False], ids=["ppo", "grpo"])
+def test_a_policy_that_gives_one_answer_to_every_prompt_is_said_to_have_collapsed(ppo, capsys):
+    """Issue 83: a GRPO run gave `<answer>1</answer>` to all 16 prompts for its last 43 steps, and nothing said so. One
+    answer to every prompt of the batch for `patience` logs is said once while training, and in the closing summary
+    while it lasts; a group of one prompt's completions alike, or answers that differ, is no collapse."""
+    from extras.outputs import OneAnswer, one_answer
+
+    batches = iter([])
+    watch = OneAnswer(lambda: next(batches), patience=3, ppo=ppo)
+    trainer = SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[watch]))
+
+    def asked(answers, prompts=range(4)):
+        return [{"prompt": f"how many? {i}", "completion": answer} for i in prompts for answer in answers]
+
+    one = [asked(["<answer>1</answer>", "<answer>1</answer> "], range(4 * k, 4 * k + 4)) for k in range(4)]
+    batches = iter([asked(["<answer>1</answer>", "<answer>2</answer>"]), asked(["<answer>1</answer>"], [0])] * 3
+                   + [asked(["<answer>7</answer>"]), *one, asked(["<answer>2</answer>"])])
+    said = [advice(watch, [{"reward": 0.3}], capsys)[0] for _ in range(10)]
+    assert said[:9] == [""] * 9  # answers that differ; one prompt's group alike; one answer, then another
+    assert said[9].startswith("WARNING: the policy has given one answer to all 12 prompts of the last 3 logs (step 3): "
+                              "'<answer>1</answer>'. It has collapsed onto it")
+    assert ("--kl_coef" in said[9]) is ppo
+    advice(watch, [{"reward": 0.3}], capsys)
+    assert one_answer(trainer) == [
+        "  WARNING: the policy ended giving one answer, '<answer>1</answer>', to all 16 prompts of its last 4 logs, up "
+        "to step 3: it collapsed onto it (completions.jsonl)"]
+    assert advice(watch, [{"reward": 0.3}], capsys)[0] == "" and one_answer(trainer) == []  # another answer: over
