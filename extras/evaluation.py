@@ -437,12 +437,12 @@ class BeforeAfterEval(TrainerCallback):
 
     def evaluate_only(self, step: int) -> None:
         """The model as it is, once: eval.json and the table with one column, `model`. An eval.json already in the
-        folder (its run's, with a run's recipe) is kept: this one goes to the first free eval-N.json."""
+        folder (a run's, or an earlier evaluation's) is kept: this one goes to the first free eval-N.json."""
         self.run("model", step)
         if not (self.output_dir / "eval.json").exists():
             return self.write()
         free = next(n for n in itertools.count(2) if not (self.output_dir / f"eval-{n}.json").exists())
-        self.write(f"eval-{free}.json", note="eval.json there, an earlier run's, is kept")
+        self.write(f"eval-{free}.json", note="the eval.json there is kept")
 
     def write(self, name: str = "eval.json", note: str = "", quiet: bool = False) -> None:
         if not self.accelerator.is_main_process:

@@ -452,6 +452,10 @@ def precision(trainer) -> dict:
     arithmetic: the fp32 copies DeepSpeed's optimizer steps where it holds the weights in half precision, or mixed
     precision's autocast."""
     record = weight_dtypes(trainer.model)
+    reference = getattr(trainer, "ref_model", None)  # a frozen copy of the starting policy (none under LoRA)
+    if isinstance(reference, torch.nn.Module):  # it was `frozen in -` while the copy was held (issue 83)
+        record["frozen"] = sorted({*record["frozen"], *(name for names in weight_dtypes(reference).values()
+                                                         for name in names)})
     if getattr(trainer, "is_deepspeed_enabled", False):
         if {"bfloat16", "float16"} & set(record["trained"]):
             record["optimizer_steps"] = "float32 copies (DeepSpeed)"

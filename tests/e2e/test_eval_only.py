@@ -54,7 +54,7 @@ def test_eval_only_scores_a_saved_policy_as_training_did(tmp_path, script, lora)
         proc = run_script(f"{script}_trl_example.py", *default_run(script), *flags, "--model_name_or_path", trained,
                           "--eval_only", "--output_dir", trained, cwd=tmp_path)
         assert (trained / "eval.json").read_text() == kept and proc.stdout.rstrip().endswith(
-            f"written to {trained / 'eval-2.json'} (eval.json there, an earlier run's, is kept)")
+            f"written to {trained / 'eval-2.json'} (the eval.json there is kept)")
         assert json.loads((trained / "eval-2.json").read_text())["model"] == only["model"]
     if lora:  # the adapter's folder, loaded on its base model
         assert (trained / "adapter_config.json").exists() and not (trained / "model.safetensors").exists()

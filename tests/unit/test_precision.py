@@ -119,3 +119,18 @@ def test_a_cpu_computes_in_bf16_where_it_does_so_natively(algo, native, monkeypa
     assert script.parse_args(["--config", str(recipe), *named])[1].bf16 is not default
     said = capsys.readouterr().out
     assert f"{'fp32' if default else 'bf16 mixed precision'} (bf16: {str(not default).lower()} in {recipe})" in said
+
+
+def test_the_weights_line_names_a_frozen_reference_copy():
+    """Issue 83: `frozen in -` while a full copy of the policy was held as the KL reference (GRPO at beta > 0 and PPO,
+    without LoRA). Under LoRA there is no copy: the reference is the policy with its adapter off."""
+    import torch
+
+    from extras.outputs import describe_precision, precision
+
+    policy = torch.nn.Linear(2, 2)
+    trainer = SimpleNamespace(model=policy, ref_model=torch.nn.Linear(2, 2).to(torch.bfloat16).requires_grad_(False),
+                              accelerator=SimpleNamespace(mixed_precision="no"))
+    assert describe_precision(precision(trainer)) == "trained in float32; frozen in bfloat16"
+    trainer.ref_model = None
+    assert describe_precision(precision(trainer)) == "trained in float32; frozen in -"
