@@ -636,6 +636,11 @@ def worse(changes: dict, title: str) -> list[str]:
             f"than twice its error. Try {change}, and read the completions in eval.json (docs/evaluation.md)"]
 
 
+def read_step(checkpoint: str) -> int:
+    """The step a checkpoint holds (its trainer_state.json)."""
+    return json.loads((Path(checkpoint) / "trainer_state.json").read_text())["global_step"]
+
+
 def one_answer(trainer) -> list[str]:
     """A warning where the policy ended collapsed onto one answer (OneAnswer)."""
     watch = next((c for c in trainer.callback_handler.callbacks if isinstance(c, OneAnswer)), None)
@@ -794,7 +799,8 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
         "world_size": trainer.accelerator.num_processes,
         "distributed": {**distributed_mode(trainer), "held_parameters": held},
         "weights": precision(trainer),
-        "global_step": trainer.state.global_step, "train_runtime": runtime,
+        "global_step": trainer.state.global_step, "train_runtime": runtime,  # this process's: from a resume, its part
+        "resumed_from": trainer.args.resume_from_checkpoint,
         "reward_first_20pct": first, "reward_last_20pct": last,
         "reward_per_func_last": {k: history[-1][k] for k in reward_keys} if history else {},
         # tool-calling GRPO: "more calls, more right answers" reads off one file
@@ -811,7 +817,10 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
     plots = plot(logs, reward_keys, out, title, evaluation)
     fmt = lambda value: "-" if value is None else f"{value:.3f}"  # noqa: E731
     steps = plural(trainer.state.global_step, "step")
-    lines = [f"\n{title}: {steps} in {runtime:.1f}s ({describe(summary['distributed'])})",
+    resumed = trainer.args.resume_from_checkpoint
+    part = (f", the {plural(trainer.state.global_step - read_step(resumed), 'step')} after {Path(resumed).name} in "
+            f"{runtime:.1f}s (it resumed there)" if resumed else f" in {runtime:.1f}s")
+    lines = [f"\n{title}: {steps}{part} ({describe(summary['distributed'])})",
              f"  mean reward, first 20% of logged steps: {first:.3f}",
              f"  mean reward, last 20% of logged steps:  {last:.3f}",
              *filter(None, [training_noise(history)]),
