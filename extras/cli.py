@@ -65,6 +65,14 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
         values = read_values(parser, config, args, actions, config_class)
     refuse(refused, defaults, values)
     first = os.environ.get("RANK", "0") == "0"
+    model = getattr(values, "sft_model_path", None) or values.model_name_or_path
+    if values.eval_only and model and (Path(model) / "summary.json").is_file():  # a run's folder: as it sampled
+        taken = as_the_run_sampled(Path(model) / "summary.json", values, defaults)
+        parser.set_defaults(**taken)
+        values = parser.parse_known_args(args)[0]
+        if taken and first:
+            print(f"--eval_only {model} samples as its run did, from its summary.json: "
+                  + ", ".join(f"{key} {value}" for key, value in taken.items()) + " (a flag sets another)")
     if first:
         named = Path(*default_recipe.parts[-3:]) if default_run else recipe
         origin = (f"{named} (the default run: no model named)" if default_run else
@@ -87,6 +95,26 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
         sys.exit(f"error: {err} The generation batch is per_device_train_batch_size x processes x "
                  f"steps_per_generation completions: on one process, --per_device_train_batch_size {sizes}, or "
                  "change --num_generations.")
+
+
+# What a run's held-out evaluation samples with, and on which prompts: --eval_only of the run's folder takes the run's
+# (from its summary.json) for each left at the parser's default, and so scores what the run's "after" scored
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "generation_kwargs",
+            "max_completion_length", "response_length", "stop_token", "stop_token_id", "chat_template_kwargs",
+            "system_prompt", "eval_num_samples", "eval_max_prompts", "dataset_test_split", "seed")
+
+
+def as_the_run_sampled(summary: Path, values, defaults: dict) -> dict:
+    """The run's value of each SAMPLING option that `values` leave at the parser's `defaults` and the run did not."""
+    import json
+
+    try:
+        run = json.loads(summary.read_text())
+        settings = {**run["model_args"], **run["training_args"], **run["script_args"]}
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {key: settings[key] for key in SAMPLING if key in settings and key in defaults
+            and getattr(values, key) == defaults[key] and settings[key] != defaults[key]}
 
 
 def read_values(parser, config: dict, args: list[str], actions: dict, config_class: str):

@@ -301,9 +301,15 @@ def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling
 
 
 def held_out(train, test, script_args, seed: int):
-    """(train, held-out prompts, where they come from): the test split, or else a seeded 10% of train, held out."""
+    """(train, held-out prompts, where they come from): the test split, or else a seeded 10% of train, held out; with
+    --eval_only, which trains on nothing, all of train (a file of 2 rows was evaluated on 1)."""
     if test is not None:
         return train, test, f"split '{script_args.dataset_test_split}'"
+    if script_args.eval_only:
+        source = f"split '{script_args.dataset_train_split}', all of it (--eval_only trains on none)"
+        if PartialState().is_main_process:
+            print(f"no '{script_args.dataset_test_split}' split: evaluating on {source}")
+        return train, train, source
     split = train.train_test_split(test_size=0.1, seed=seed)
     source = f"{len(split['test'])} prompts held out of '{script_args.dataset_train_split}' (seed {seed})"
     if PartialState().is_main_process:

@@ -263,3 +263,19 @@ def test_the_closing_summary_says_whether_a_change_beats_twice_its_error():
     assert warning.startswith("  WARNING: the run made the policy worse on the held-out prompts: accuracy pass@1 "
                               "(-0.074 ± 0.030), each by more") and "--kl_coef" in warning
     assert worse({"accuracy": {"pass@1": {"change": -0.05, "standard_error": 0.04}}}, "GRPO") == []
+
+
+def test_eval_only_evaluates_a_file_without_a_test_split_whole():
+    """Issue 83: given one file, --eval_only evaluated a held-out 10% of it (1 of 2 rows); it trains on none, so it
+    evaluates all of it. A training run still holds out a seeded 10%."""
+    from datasets import Dataset
+
+    from extras.evaluation import held_out
+
+    rows = Dataset.from_dict({"prompt": [f"{i}+1=" for i in range(20)]})
+    args = SimpleNamespace(eval_only=True, dataset_test_split="test", dataset_train_split="train")
+    train, test, source = held_out(rows, None, args, seed=42)
+    assert len(test) == 20 and source == "split 'train', all of it (--eval_only trains on none)"
+    args.eval_only = False
+    train, test, source = held_out(rows, None, args, seed=42)
+    assert (len(train), len(test)) == (18, 2) and source == "2 prompts held out of 'train' (seed 42)"
