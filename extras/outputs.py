@@ -394,8 +394,10 @@ class StartLines(TrainerCallback):
     def __init__(self, trainer):
         self.trainer = weakref.ref(trainer)  # a callback outlives nothing of the run's
         self.ends = []  # when the first two steps ended
+        self.first_step = 0  # where training began: a resumed run's checkpoint
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self.first_step = state.global_step
         if state.is_world_process_zero:
             print(f"weights: {describe_precision(precision(self.trainer()))}", flush=True)
             print(f"length: {run_length(self.trainer(), state)}", flush=True)
@@ -636,11 +638,6 @@ def worse(changes: dict, title: str) -> list[str]:
             f"than twice its error. Try {change}, and read the completions in eval.json (docs/evaluation.md)"]
 
 
-def read_step(checkpoint: str) -> int:
-    """The step a checkpoint holds (its trainer_state.json)."""
-    return json.loads((Path(checkpoint) / "trainer_state.json").read_text())["global_step"]
-
-
 def one_answer(trainer) -> list[str]:
     """A warning where the policy ended collapsed onto one answer (OneAnswer)."""
     watch = next((c for c in trainer.callback_handler.callbacks if isinstance(c, OneAnswer)), None)
@@ -817,9 +814,9 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
     plots = plot(logs, reward_keys, out, title, evaluation)
     fmt = lambda value: "-" if value is None else f"{value:.3f}"  # noqa: E731
     steps = plural(trainer.state.global_step, "step")
-    resumed = trainer.args.resume_from_checkpoint
-    part = (f", the {plural(trainer.state.global_step - read_step(resumed), 'step')} after {Path(resumed).name} in "
-            f"{runtime:.1f}s (it resumed there)" if resumed else f" in {runtime:.1f}s")
+    began = next((c.first_step for c in trainer.callback_handler.callbacks if isinstance(c, StartLines)), 0)
+    part = (f", the {plural(trainer.state.global_step - began, 'step')} after step {began} in {runtime:.1f}s (it "
+            "resumed there)" if began else f" in {runtime:.1f}s")
     lines = [f"\n{title}: {steps}{part} ({describe(summary['distributed'])})",
              f"  mean reward, first 20% of logged steps: {first:.3f}",
              f"  mean reward, last 20% of logged steps:  {last:.3f}",

@@ -47,7 +47,7 @@ def test_grpo_kill_and_resume(tmp_path):
 
     proc = run_script("grpo_trl_example.py", *args, "--resume_from_checkpoint", "last", cwd=tmp_path)
     assert_before_is_the_run_start(out, start, proc.stdout)
-    resumed = re.search(r"GRPO: 60 steps, the (\d+) steps after checkpoint-(\d+) in ", proc.stdout)  # this process's
+    resumed = re.search(r"GRPO: 60 steps, the (\d+) steps after step (\d+) in ", proc.stdout)  # this process's
     assert resumed and int(resumed[1]) == 60 - int(resumed[2])  # time, and the steps it took
 
     summary = json.loads((out / "summary.json").read_text())
@@ -187,7 +187,7 @@ def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
                       cwd=tmp_path)
     run_script("ppo_trl_example.py", *args, "--output_dir", alone, cwd=tmp_path)
     assert "resuming from" in proc.stdout and f"of {updates}" in proc.stdout
-    resumed = re.search(rf"PPO: {updates} steps, the (\d+) steps after checkpoint-(\d+) in ", proc.stdout)
+    resumed = re.search(rf"PPO: {updates} steps, the (\d+) steps after step (\d+) in ", proc.stdout)
     assert resumed and int(resumed[1]) == updates - int(resumed[2])
     assert_before_is_the_run_start(killed, start, proc.stdout)
     assert json.loads((alone / "eval.json").read_text())["before"] == start["before"]  # as the run left alone's
