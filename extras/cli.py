@@ -99,9 +99,10 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
 
 # What a run's held-out evaluation samples with, and on which prompts: --eval_only of the run's folder takes the run's
 # (from its summary.json) for each left at the parser's default, and so scores what the run's "after" scored
-SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "generation_kwargs",
-            "max_completion_length", "response_length", "stop_token", "stop_token_id", "chat_template_kwargs",
-            "system_prompt", "eval_num_samples", "eval_max_prompts", "dataset_test_split", "seed")
+# (not PPO's stop_token_id, nor generation_kwargs: the trainers fill those in, and summary.json holds what they made)
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_completion_length",
+            "response_length", "chat_template_kwargs", "system_prompt", "eval_num_samples", "eval_max_prompts",
+            "dataset_test_split", "seed")
 
 
 def as_the_run_sampled(summary: Path, values, defaults: dict) -> dict:
