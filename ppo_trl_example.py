@@ -4,9 +4,9 @@
 #     "trl==1.12.0",  # the last release with PPOTrainer
 #     "requests>=2.31",  # trl 1.12 imports it and leaves it out of its own requirements
 #     "torch>=2.13.0,<2.14",
-#     "transformers>=5.23.0,<5.25",
+#     "transformers>=5.23.0,<5.26",
 #     "peft>=0.21.0,<0.22",
-#     "accelerate>=1.15.0,<1.16",
+#     "accelerate>=1.15.0,<1.17",
 #     "datasets>=5.2.0,<5.3",
 #     "math-verify>=0.9.0,<0.10",  # rewards.py: the accuracy reward, and the sympy values it reads
 #     "sympy>=1.14,<2",

@@ -39,6 +39,8 @@ IMPORT_NOTICES = {
     # bitsandbytes 0.50, which peft imports, on a CPU with AVX512-BF16: its faster 4-bit matmul would be a kernel
     # downloaded from the hub at run time (the `kernels` package); without it, bitsandbytes' own kernel runs
     "bitsandbytes.backends.cpu.ops": "Failed to load CPU gemm_4bit_forward from kernels-community",
+    # and, with transformers 5.25's `kernels`, the hub's check of that kernel's publisher, skipped offline
+    "kernels._internals.hf_hub": "Skipping publisher trust check for 'kernels-community/",
 }
 
 
