@@ -533,14 +533,14 @@ def test_eval_only_of_a_runs_folder_samples_as_the_run_did(name, tmp_path, capsy
     run.mkdir()
     (run / "summary.json").write_text(json.dumps({
         "model_args": {"model_name_or_path": str(TINY_MODEL)},
-        "training_args": {"temperature": 0.7, length: 24, "seed": 42, "top_k": 5, "learning_rate": 0.5},
+        "training_args": {"temperature": 0.5, length: 24, "seed": 3, "learning_rate": 0.5},
         "script_args": {"eval_num_samples": 4, "system_prompt": "Be brief.", "dataset_test_split": "validation"}}))
     script_args, training_args, _ = SCRIPTS[name].parse_args(
-        ["--model_name_or_path", str(run), "--dataset_name", "d", "--eval_only", "--top_k", "9"])
-    assert (training_args.temperature, getattr(training_args, length), training_args.top_k) == (0.7, 24, 9)
+        ["--model_name_or_path", str(run), "--dataset_name", "d", "--eval_only", "--seed", "7"])
+    assert (training_args.temperature, getattr(training_args, length), training_args.seed) == (0.5, 24, 7)
     assert (script_args.eval_num_samples, script_args.system_prompt) == (4, "Be brief.")
     assert script_args.dataset_test_split == "validation" and training_args.learning_rate != 0.5  # sampling alone
-    assert (f"--eval_only {run} samples as its run did, from its summary.json: temperature 0.7, {length} 24, "
+    assert (f"--eval_only {run} samples as its run did, from its summary.json: temperature 0.5, {length} 24, "
             "system_prompt Be brief., eval_num_samples 4, dataset_test_split validation (a flag sets another)"
             ) in capsys.readouterr().out
     SCRIPTS[name].parse_args(["--model_name_or_path", str(run), "--dataset_name", "d"])  # training: none of it
