@@ -191,15 +191,26 @@ class GroupSpread(TrainerCallback):
                                                                   trainer.reward_weights.tolist(), args.num_generations)
 
 
+# The KL to the reference each trainer logs, and the value past which the policy has moved far from it: PPO's is per
+# completion (1 nat), GRPO's per token (0.1); keyed by ppo. And what holds a policy nearer to its reference
+KL = {True: ("objective/kl", 1.0), False: ("kl", 0.1)}
+RUNAWAY_FIXES = {True: "a lower --learning_rate, a higher --kl_coef or fewer --num_ppo_epochs",
+                 False: "a lower --learning_rate or a higher --beta"}
+
+
 class NoSignalWatchdog(TrainerCallback):
     """Warn (or with `stop`, stop cleanly) when `patience` logs in a row carry no learning signal: GRPO's groups all
     alike (groups_without_spread) or a flat reward. A flat reward at its known `maximum` is a solved task, said as
-    such. Also a reward that scored nothing, and GRPO's zero loss at beta 0. `groups`: the trainer samples groups
-    (GRPO's --num_generations); PPO samples one completion per prompt."""
+    such, and one held while the policy is far from its reference (KL) a collapse: a PPO policy at KL 3 to 9 with
+    its reward 0 from its second update was said to have no learning signal. Also a reward that scored nothing, and
+    GRPO's zero loss at beta 0. `groups`: the trainer samples groups (GRPO's --num_generations); PPO samples one
+    completion per prompt."""
 
     def __init__(self, patience: int = 5, stop: bool = False, beta: float | None = None, groups: bool = True,
                  maximum: float | None = None):
         self.patience = patience
+        self.kl_key, self.kl_floor = KL[not groups]
+        self.runaway_fixes = RUNAWAY_FIXES[not groups]
         self.stop = stop
         self.beta = beta
         self.maximum = maximum
@@ -240,8 +251,14 @@ class NoSignalWatchdog(TrainerCallback):
                 reason = "groups_without_spread >= 0.95: the completions of each prompt all got the same reward"
             elif max(rewards) - min(rewards) < 1e-6:
                 reason = f"the mean reward has stayed at {rewards[-1]:.4g}"
+        kl = [log.get(self.kl_key) for log in self.recent]
+        collapsed = None not in kl and sum(kl) / len(kl) > self.kl_floor  # far from its reference, not stuck near it
         if reason and not self.warned:
             self.say(state, reason if reason.startswith("NOTE") else (
+                f"WARNING: the policy has collapsed (step {state.global_step}): {reason} for {self.patience} logging "
+                f"steps while it has moved far from its reference ({self.kl_key} {sum(kl) / len(kl):.3g}, past "
+                f"{self.kl_floor:g}), so its reward no longer teaches it anything. Try {self.runaway_fixes}; the "
+                "held-out table at the end says what it lost." if collapsed else
                 f"WARNING: no learning signal for {self.patience} logging steps (step {state.global_step}): {reason}, "
                 f"{self.consequence}. {self.fixes}"))
             if self.stop:
@@ -305,10 +322,9 @@ class DriftWatch(TrainerCallback):
     reward, on its way to learning."""
 
     def __init__(self, ppo: bool, window: int = 4):
-        self.key, self.floor = ("objective/kl", 1.0) if ppo else ("kl", 0.1)
+        self.key, self.floor = KL[ppo]
         self.window = window
-        self.fixes = ("a lower --learning_rate, a higher --kl_coef or fewer --num_ppo_epochs" if ppo else
-                      "a lower --learning_rate or a higher --beta")
+        self.fixes = RUNAWAY_FIXES[ppo]
         self.history = []  # (kl, reward) at each training log
         self.warned = False
 

@@ -37,6 +37,24 @@ def test_a_reward_held_at_its_maximum_is_a_solved_task_not_a_fault(groups, capsy
     assert said.startswith("WARNING: no learning signal")
 
 
+@pytest.mark.parametrize("groups", [True, False], ids=["grpo", "ppo"])
+def test_a_flat_reward_far_from_the_reference_is_a_collapse_not_a_missing_signal(groups, capsys):
+    """Issue 83: a PPO run's reward was 0.575 at update 1 and 0 from update 2, its KL 3 to 9, and the warning said
+    'no learning signal', whose fixes (more samples, partial credit) cannot help a policy that ran away. Held far
+    from its reference, a flat reward is said to be a collapse with what holds the policy nearer; near it, or with
+    no KL logged (GRPO at beta 0), it is no learning signal as before."""
+    key, scale = ("kl", 0.1) if groups else ("objective/kl", 1.0)
+    fell = [{key: scale * k, "reward": r} for k, r in [(0.3, 0.575), (2.9, 0.0), (3.5, 0.0), (5.0, 0.0)]]
+    said, stopped = advice(NoSignalWatchdog(3, stop=True, groups=groups), fell, capsys)
+    assert said.startswith(f"WARNING: the policy has collapsed (step 3): the mean reward has stayed at 0 for 3 logging "
+                           f"steps while it has moved far from its reference ({key} {3.8 * scale:.3g}, past "
+                           f"{scale:g})") and "no learning signal" not in said and stopped
+    assert ("--kl_coef" in said and "--num_ppo_epochs" in said) if not groups else "--beta" in said
+    near = [{key: scale * 0.5, "reward": 0.0}] * 3
+    for logs in (near, [{"reward": 0.0}] * 3):
+        assert advice(NoSignalWatchdog(3, groups=groups), logs, capsys)[0].startswith("WARNING: no learning signal")
+
+
 @pytest.mark.parametrize("ppo", [True, False], ids=["ppo", "grpo"])
 def test_a_kl_that_runs_away_while_the_reward_falls_is_said_once(ppo, capsys):
     """Issue 75: a PPO run whose KL to the reference reached 2.1, then 3.7, while its reward fell and its held-out
