@@ -550,9 +550,35 @@ def describe(mode: dict) -> str:
 
 
 def print_distributed_mode(trainer) -> None:
-    """The mode, before training."""
-    if trainer.accelerator.is_main_process:
-        print(f"distributed: {describe(distributed_mode(trainer))}", flush=True)
+    """The mode, before training; and a warning where `accelerate launch` was asked for more processes than run."""
+    if not trainer.accelerator.is_main_process:
+        return
+    print(f"distributed: {describe(distributed_mode(trainer))}", flush=True)
+    asked = launch_asked()
+    if asked and asked > trainer.accelerator.num_processes:
+        started = trainer.accelerator.num_processes
+        print(f"WARNING: accelerate launch was asked for {asked} processes and started {started} "
+              f"process{'es' if started > 1 else ''}: without a config that sets how to spread the "
+              "run (accelerate_configs/ddp.yaml, for one), or --multi_gpu, or on a CPU --multi_cpu, it starts one. "
+              "Add one of them (docs/scaling.md).", flush=True)
+
+
+def launch_asked() -> int | None:
+    """The --num_processes given to the `accelerate launch` that started this process, or None: not started so, or
+    not readable. A launch asked for 2 processes on a CPU without a config ran one, and nothing said so (issue 83)."""
+    import psutil  # accelerate's own dependency
+
+    try:
+        words = psutil.Process().parent().cmdline()
+    except (psutil.Error, AttributeError):  # no parent, or not ours to read
+        return None
+    if "launch" not in words or not any(Path(word).name == "accelerate" for word in words[:words.index("launch")]):
+        return None
+    for word, value in zip(words, words[1:] + [""]):
+        if word.startswith(("--num_processes", "--num-processes")):
+            number = word.partition("=")[2] if "=" in word else value
+            return int(number) if number.isdigit() else None
+    return None
 
 
 def weight_dtypes(model) -> dict[str, list[str]]:
@@ -698,6 +724,26 @@ def headline(metrics: dict) -> dict:
     return {key: metrics[key] for key in keys if metrics.get(key) is not None}
 
 
+def held_out_curve(evaluation: dict | None) -> tuple[str, str, list[tuple]] | None:
+    """(reward, metric, [(step, value, error)]): the held-out headline over the run, before, during (--eval_strategy
+    steps) and after: pass@1 of the first correctness reward, else the first reward's mean. None without points
+    during training, where the before/after bars say it all."""
+    if not evaluation or not evaluation.get("during") or not evaluation.get("before"):
+        return None
+    names = [name for name in evaluation["before"] if name != "kl"]
+    name = next((n for n in names if "pass@1" in evaluation["before"][n]), names[0] if names else None)
+    if name is None:
+        return None
+    metric = "pass@1" if "pass@1" in evaluation["before"][name] else "mean_reward"
+    measured = [(evaluation.get("before_step", 0), evaluation["before"], evaluation.get("before_standard_error", {}))]
+    measured += [(p["step"], p["metrics"], p["standard_error"]) for p in evaluation["during"]]
+    if "after" in evaluation:
+        measured.append((evaluation["after_step"], evaluation["after"], evaluation.get("after_standard_error", {})))
+    points = [(step, metrics.get(name, {}).get(metric), errors.get(name, {}).get(metric) or 0.0)
+              for step, metrics, errors in measured]
+    return name, metric, [point for point in points if point[1] is not None]
+
+
 def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, evaluation: dict | None) -> list[Path]:
     """reward_curve.png (the training reward, each log and its moving average, each reward's where there are
     several, TRL's eval reward; beside it the held-out before/after) and training_curves.png (a panel per reward,
@@ -725,6 +771,13 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
         axes[0, 0].plot(*zip(*points), linestyle="--", marker="o", color="C7", label="eval_reward (TRL's eval)")
     axes[0, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0, 0].set(xlabel="step", ylabel="mean reward", title=f"{title}: training reward")
+    if curve := held_out_curve(evaluation):  # on its own axis: a metric's scale need not be the reward's
+        name, metric, points = curve
+        right = axes[0, 0].twinx()
+        right.errorbar(*zip(*points), marker="s", color="C3", capsize=3, label=f"held-out {name} {metric} (± 1 s.e.)")
+        right.set_ylabel(f"held-out {metric}", color="C3")
+        right.legend(fontsize=8, loc="lower right")
+        axes[0, 0].set_title(f"{title}: training reward, and held-out {metric}")
     if held_out:
         labels = [f"{name}\n{metric}" for name, metrics in held_out.items() for metric in metrics]
         for offset, when in ((-0.2, "before"), (0.2, "after")):
@@ -833,6 +886,11 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
     began = next((c.first_step for c in trainer.callback_handler.callbacks if isinstance(c, StartLines)), 0)
     part = (f", the {plural(trainer.state.global_step - began, 'step')} after step {began} in {runtime:.1f}s (it "
             "resumed there)" if began else f" in {runtime:.1f}s")
+    if evaluation:  # what this run's held-out evaluations took of it: a resumed run's kept "before" took none
+        spent = sum([evaluation.get("before_seconds", 0) if evaluation.get("before_step", 0) == began else 0,
+                     *(point["seconds"] for point in evaluation.get("during", []) if point["step"] > began),
+                     evaluation.get("after_seconds", 0)])
+        part += f", {spent:.1f}s of it held-out evaluation" if spent else ""
     lines = [f"\n{title}: {steps}{part} ({describe(summary['distributed'])})",
              f"  mean reward, first 20% of logged steps: {first:.3f}",
              f"  mean reward, last 20% of logged steps:  {last:.3f}",
