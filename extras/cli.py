@@ -225,7 +225,7 @@ UNREAD = {
         accelerator_config parallelism_config ddp_find_unused_parameters ddp_bucket_cap_mb ddp_broadcast_buffers
         ddp_static_graph fsdp fsdp_config deepspeed logging_steps logging_strategy logging_first_step
         logging_nan_inf_filter include_num_input_tokens_seen log_level log_level_replica log_on_each_node
-        skip_memory_metrics debug eval_strategy eval_steps eval_delay eval_on_start prediction_loss_only
+        skip_memory_metrics debug eval_delay eval_on_start prediction_loss_only
         eval_do_concat_batches eval_use_gather_object eval_accumulation_steps include_for_metrics batch_eval_metrics
         load_best_model_at_end metric_for_best_model greater_is_better enable_jit_checkpoint ignore_data_skip
         restore_callback_states_from_checkpoint dataloader_drop_last dataloader_num_workers dataloader_pin_memory

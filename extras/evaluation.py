@@ -18,6 +18,7 @@ from typing import Callable
 
 import torch
 from accelerate import PartialState
+from tqdm.auto import tqdm
 from accelerate.utils import gather_object
 from transformers import GenerationConfig, TrainerCallback
 from trl.data_utils import apply_chat_template, is_conversational
@@ -368,7 +369,8 @@ def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> 
                            script_args.eval_max_prompts, Sampling(config, up_to_first(config.eos_token_id)), args.seed,
                            lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
                            trainer.accelerator, args.output_dir, args.per_device_eval_batch_size,
-                           reference_of(trainer.ref_model, is_peft_model(trainer.model)))
+                           reference_of(trainer.ref_model, is_peft_model(trainer.model)),
+                           trained=tuple(trainer.reward_func_names), callbacks=trainer.callback_handler)
 
 
 class BeforeAfterEval(TrainerCallback):
@@ -376,8 +378,11 @@ class BeforeAfterEval(TrainerCallback):
     write eval.json and the table. `generation_model()` yields the policy (TRL's unwrap_model_for_generation)."""
 
     def __init__(self, dataset, source: str, tokenizer, reward_funcs, k: int, max_prompts: int, sampling: Sampling,
-                 seed: int, generation_model, accelerator, output_dir: str, batch_size: int, reference=None):
+                 seed: int, generation_model, accelerator, output_dir: str, batch_size: int, reference=None,
+                 trained: tuple[str, ...] = (), callbacks=None):
         self.dataset = dataset.select(range(min(len(dataset), max_prompts)))
+        self.trained = trained  # the names of the rewards that train, of `reward_funcs`
+        self.callbacks = callbacks  # the trainer's CallbackHandler: the curve's points go to its on_log
         self.sampling = sampling
         keys = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens",
                 "eos_token_id")
@@ -394,21 +399,58 @@ class BeforeAfterEval(TrainerCallback):
         self.results = {"num_prompts": len(self.dataset)}  # and each evaluation's, by when: before, after, model
 
     def run(self, when: str, step: int) -> None:
+        """Evaluate the policy, and keep what it measured under `when`'s keys of eval.json."""
+        measured = self.measure(when, step)
+        self.results |= {when: measured["metrics"], f"{when}_per_prompt": measured["per_prompt"], f"{when}_step": step,
+                         f"{when}_standard_error": measured["standard_error"],
+                         f"{when}_seconds": measured["seconds"], f"{when}_computed_in": measured["computed_in"]}
+
+    def measure(self, when: str, step: int, quiet: bool = False) -> dict:
         s = self.settings
         start = time.perf_counter()
         per_prompt = []
-        if self.accelerator.is_main_process:
+        if self.accelerator.is_main_process and not quiet:
             print(f"evaluating ({when}, step {step}): {s['num_prompts']} prompts x {s['num_samples']} samples "
                   f"+ greedy, on {self.accelerator.num_processes} process(es)")
         with self.generation_model() as model:
-            self.results[when] = evaluate(model, self.tokenizer, self.dataset, self.reward_funcs, s["num_samples"],
-                                          self.sampling, s["seed"], self.accelerator, s["batch_size"], per_prompt,
-                                          self.reference)
-        self.results |= {f"{when}_per_prompt": per_prompt, f"{when}_step": step,
-                         f"{when}_standard_error": standard_errors(self.reward_funcs, per_prompt, s["num_samples"]),
-                         f"{when}_seconds": round(time.perf_counter() - start, 1)}
+            computed = computed_in(model, self.accelerator)
+            metrics = evaluate(model, self.tokenizer, self.dataset, self.reward_funcs, s["num_samples"], self.sampling,
+                               s["seed"], self.accelerator, s["batch_size"], per_prompt, self.reference)
+        seconds = round(time.perf_counter() - start, 1)
+        if self.accelerator.is_main_process and not quiet:
+            print(f"evaluated ({when}) in {seconds:.0f} s")
+        return {"metrics": metrics, "per_prompt": per_prompt, "computed_in": computed, "seconds": seconds,
+                "standard_error": standard_errors(self.reward_funcs, per_prompt, s["num_samples"])}
+
+    def on_step_end(self, args, state, control, **kwargs):
+        """With --eval_strategy steps, a point of the held-out curve every --eval_steps steps (the trainer's
+        state.eval_steps: a fraction of the run's steps where below 1), but at the last, which "after" measures: in
+        eval.json's `during`, and logged as `heldout/<reward>/<metric>` to metrics.jsonl, the trackers and the
+        checkpoints' log history. trl 1.16's GRPOTrainer evaluates the mean reward alone; trl 1.12's PPOTrainer
+        nothing."""
+        every = getattr(state, "eval_steps", None)
+        if args.eval_strategy != "steps" or not every or state.global_step % every or (
+                state.global_step >= state.max_steps):
+            return
+        measured = self.measure("during training", state.global_step, quiet=True)
+        point = {"step": state.global_step, **{key: measured[key] for key in ("metrics", "standard_error", "seconds")}}
+        self.results["during"] = [p for p in self.results.get("during", []) if p["step"] < point["step"]] + [point]
+        self.write(quiet=True)
+        logs = {f"heldout/{name}/{metric}": value for name, metrics in measured["metrics"].items()
+                for metric, value in metrics.items() if value is not None}
+        state.log_history.append({**logs, "step": state.global_step})
+        if self.callbacks is not None:  # whose on_log clears should_log, which the step's own training log needs
+            should_log = control.should_log
+            self.callbacks.on_log(args, state, control, logs=logs)
+            control.should_log = should_log
         if self.accelerator.is_main_process:
-            print(f"evaluated ({when}) in {self.results[f'{when}_seconds']:.0f} s")
+            shown = []
+            for name, metrics in measured["metrics"].items():
+                metric = "pass@1" if "pass@1" in metrics else "mean_reward" if "mean_reward" in metrics else None
+                if metric and metrics[metric] is not None:
+                    error = measured["standard_error"].get(name, {}).get(metric)
+                    shown.append(f"{name} {metric} {metrics[metric]:.3f}" + (f"±{error:.3f}" if error else ""))
+            tqdm.write(f"held-out at step {state.global_step} ({measured['seconds']:.0f} s): " + ", ".join(shown))
 
     def on_train_begin(self, args, state, control, **kwargs):
         """Before training: at the run's start, or, resumed, the start's as eval.json kept it (written as soon as it
@@ -416,10 +458,14 @@ class BeforeAfterEval(TrainerCallback):
         kept = self.run_start() if state.global_step > 0 else None
         if kept:
             self.results |= kept
+            self.results["during"] = [p for p in kept.get("during", []) if p["step"] <= state.global_step]
             if self.accelerator.is_main_process:
                 print(f"held-out evaluation before training: the run's start, from {self.output_dir / 'eval.json'}")
         else:
             self.run("before", state.global_step)
+            if self.accelerator.is_main_process and (warning := rarely_rewarded(
+                    self.results["before_per_prompt"], self.trained)):
+                print(warning)
         self.write(quiet=True)  # at once: a run resumed from a checkpoint reads its start from it
 
     def on_train_end(self, args, state, control, **kwargs):
@@ -439,7 +485,7 @@ class BeforeAfterEval(TrainerCallback):
         if not same or kept.get("before_step") != 0 or "before" not in kept:
             return None
         return {key: kept[key] for key in ("before", "before_per_prompt", "before_step", "before_standard_error",
-                                           "before_seconds")}
+                                           "before_seconds", "before_computed_in", "during") if key in kept}
 
     def evaluate_only(self, step: int) -> None:
         """The model as it is, once: eval.json and the table with one column, `model`. An eval.json already in the
@@ -461,13 +507,80 @@ class BeforeAfterEval(TrainerCallback):
         shown = [when for when in ("before", "after", "model") if when in self.results]
         table = format_table({self.label(when): self.results[when] for when in shown},
                              {self.label(when): self.results[f"{when}_standard_error"] for when in shown})
-        print(f"\nheld-out evaluation, {self.settings['source']}, {self.settings['num_prompts']} prompts (each value "
-              f"± its standard error over them):\n{table}\n  written to {path}" + (f" ({note})" if note else ""))
+        computed = " then ".join(dict.fromkeys(self.results.get(f"{when}_computed_in", "?") for when in shown))
+        last = self.results[f"{shown[-1]}_per_prompt"]
+        alone = [one_answer_alone(func, last, self.dataset, self.tokenizer) for func in self.reward_funcs
+                 if getattr(func, "correctness", False)]
+        print(f"\nheld-out evaluation, {self.settings['source']}, {self.settings['num_prompts']} prompts, computed in "
+              f"{computed} (each value ± its standard error over them):\n{table}\n" + "".join(
+                  f"  {line}\n" for line in alone if line) + f"  written to {path}" + (f" ({note})" if note else ""))
 
 
     def label(self, when: str) -> str:
         """A column's name: `before` for the run's start, else the step it measured (a resumed run's checkpoint)."""
         return f"step {self.results['before_step']}" if when == "before" and self.results["before_step"] else when
+
+
+def computed_in(model, accelerator) -> str:
+    """The precision a policy's forward computes in: accelerate's autocast where its prepare put one on the forward
+    (GRPO's policy under --bf16), else the dtype most of its floating-point weights hold (PPO samples its policy
+    unwrapped, in fp32 under --bf16). The same base model scored differently in the two scripts' "before", with no
+    word of precision in the table (issue 83)."""
+    mixed = getattr(accelerator, "mixed_precision", "no")
+    if getattr(model, "_original_forward", None) is not None and mixed != "no":
+        return f"{mixed} autocast"
+    sizes = Counter()
+    for parameter in model.parameters():
+        if parameter.is_floating_point():
+            sizes[str(parameter.dtype).removeprefix("torch.")] += parameter.numel()
+    return sizes.most_common(1)[0][0] if sizes else "?"
+
+
+def rarely_rewarded(per_prompt: list[dict], trained: tuple[str, ...], share: float = 0.02) -> str | None:
+    """A warning where under `share` of the held-out samples before training earned anything from the training
+    rewards (a score above 0, or above the lowest any sample got: a penalty pays by being less negative): the policy
+    almost never samples what the rewards pay for, and has almost nothing to learn from (a newcomer's base model used
+    the answer tags in 1 of 200 samples, trained for 20 minutes on nothing, and found the fix alone). None where they
+    do, or where no training reward was scored."""
+    names = [name for name in trained if per_prompt and name in per_prompt[0]["rewards"]]
+    scores = {name: [r for p in per_prompt for r in p["rewards"][name]] for name in names}
+    floor = {name: min([0.0] + [r for r in values if r is not None]) for name, values in scores.items()}
+    paid = {name: [r is not None and r > floor[name] for r in values] for name, values in scores.items()}
+    samples = [any(sample) for sample in zip(*paid.values())]
+    if not samples or sum(samples) >= share * len(samples):
+        return None
+    each = ", ".join(f"{name} {sum(paid[name])}" for name in names)
+    return (f"WARNING: before training, {sum(samples)} of {len(samples)} held-out samples earned anything from the "
+            f"training rewards ({each}): the policy almost never samples what they pay for, so training has almost "
+            "nothing to learn from. What helps: a worked example in each prompt (a question and its answer in the "
+            "rewarded form), a prefill of the answer's opening, or a short SFT on answers in that form; "
+            "docs/your-own-run.md says how.")
+
+
+def one_answer_alone(func, per_prompt: list[dict], dataset, tokenizer) -> str | None:
+    """What the most common of the sampled answers scores given to every prompt alone: the baseline a policy that
+    collapsed onto one answer is at (a GRPO run answered `<answer>1</answer>` to every prompt, and its four "after"
+    figures were the share of test rows whose answer is 1). Answers are read by the reward's `final_answer` where it
+    has one, else as the whole completion; a correctness reward scores the one completion against each row."""
+    name = func.__name__
+    read = getattr(func, "final_answer", None) or (lambda text: text.strip() or None)
+    texts = {}  # answer -> a completion giving it
+    counts = Counter()
+    for p in per_prompt:
+        for text in p["completions"]:
+            if (answer := read(text)) is not None:
+                counts[answer] += 1
+                texts.setdefault(answer, text)
+    if not counts:
+        return None
+    answer, count = counts.most_common(1)[0]
+    rows = dataset.to_dict()
+    ids = tokenizer(texts[answer], add_special_tokens=False)["input_ids"]
+    rewards = score(func, rows, [[texts[answer]]] * len(dataset), [[ids]] * len(dataset))
+    right = mean(float(r[0] == 1.0) for r in rewards if r[0] is not None)
+    total = sum(len(p["completions"]) for p in per_prompt)
+    return (f"{name}: the most common answer, {texts[answer].strip()[:60]!r} ({count} of {total} samples), given to "
+            "every prompt alone would score pass@1 " + ("-" if right is None else f"{right:.3f}"))
 
 
 def format_table(columns: dict[str, dict], errors: dict[str, dict] | None = None) -> str:

@@ -26,6 +26,11 @@ def check_options(script_args, training_args) -> None:
         sys.exit("error: PPO does not run under FSDP: trl 1.12's PPOTrainer has no FSDP code, and generates from the "
                  "policy inside the FSDP-wrapped module, outside the forward in which FSDP gathers its weights; launch "
                  "with accelerate_configs/zero3.yaml to shard PPO's models")
+    strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
+    if strategy != "no" and (strategy != "steps" or not script_args.eval_num_samples):
+        sys.exit(f"error: --eval_strategy {strategy} evaluates nothing under trl 1.12's PPOTrainer, which has no "
+                 "evaluation: the held-out curve is --eval_strategy steps --eval_steps N with --eval_num_samples K "
+                 "(docs/evaluation.md)")
     if training_args.save_strategy in ("epoch", "best"):
         sys.exit(f"error: --save_strategy {training_args.save_strategy} never saves under trl 1.12's PPOTrainer, "
                  "which has no epochs or evaluation; use --save_strategy steps --save_steps N")
@@ -55,7 +60,9 @@ def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -
                                  script_args.eval_max_prompts, sampling(args, tokenizer, stops),
                                  args.seed, policy, trainer.accelerator, args.output_dir,
                                  args.per_device_eval_batch_size,
-                                 reference_of(trainer.ref_model, trainer.is_peft_model))
+                                 reference_of(trainer.ref_model, trainer.is_peft_model),
+                                 trained=tuple(f.__name__ for f in rewards or trainer.reward_model.reward_funcs),
+                                 callbacks=trainer.callback_handler)
     trainer.add_callback(evaluation)
     return evaluation
 

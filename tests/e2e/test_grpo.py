@@ -37,6 +37,10 @@ def test_default_task_outputs(tmp_path):
     # keys docs/outputs.md lists, and those training_curves.png draws (tests/unit/test_plots.py)
     assert all({"kl", "loss", "rewards/accuracy/mean", "completions/mean_length"} <= set(m) for m in train_logs)
     assert [m["step"] for m in metrics if "eval_reward" in m] == [2, 4]  # the test split is used for eval
+    # issue 84: the project's held-out evaluation at the same steps but the last, which "after" measures
+    assert [m["step"] for m in metrics if "heldout/accuracy/pass@1" in m] == [2]
+    assert [p["step"] for p in json.loads((out / "eval.json").read_text())["during"]] == [2]
+    assert "held-out at step 2 (" in proc.stdout and "s of it held-out evaluation" in proc.stdout
 
     # completions.jsonl: each logged completion with its reward, which must be the accuracy of that completion
     rows = read_jsonl(out / "completions.jsonl")
@@ -416,8 +420,18 @@ def test_the_closing_summary_says_when_a_run_made_the_policy_worse(tmp_path, scr
     (tmp_path / "wrong.py").write_text(WRONG)
     out = tmp_path / "out"
     proc = run_script(script, *length, "--reward_funcs", "wrong.wrong", "--eval_reward_funcs", "accuracy",
-                      "--output_dir", out, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+                      "--eval_strategy", "steps", "--eval_steps", 0.5, "--output_dir", out, cwd=tmp_path,
+                      env={"PYTHONPATH": str(tmp_path)})
     report, summary = (json.loads((out / name).read_text()) for name in ("eval.json", "summary.json"))
+    # issue 84: the held-out curve, half way, in eval.json, metrics.jsonl and on the plot, in both scripts
+    [middle] = report["during"]
+    assert middle["step"] == report["after_step"] // 2 and set(middle["metrics"]) >= {"wrong", "accuracy"}
+    logged = [m for m in read_jsonl(out / "metrics.jsonl") if "heldout/accuracy/pass@1" in m]
+    assert [(m["step"], m["heldout/accuracy/pass@1"]) for m in logged] == [
+        (middle["step"], middle["metrics"]["accuracy"]["pass@1"])]
+    from extras.outputs import held_out_curve
+
+    assert [step for step, _, _ in held_out_curve(report)[2]] == [0, middle["step"], report["after_step"]]
     change = report["change"]["accuracy"]["pass@1"]
     before, after = report["before"]["accuracy"]["pass@1"], report["after"]["accuracy"]["pass@1"]
     assert change["change"] == pytest.approx(after - before) and change["change"] < -2 * change["standard_error"]

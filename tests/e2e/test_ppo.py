@@ -222,6 +222,8 @@ def test_a_recipe_replaces_the_default_runs_settings(tmp_path):
         (["--dtype", "bfloat16", "--use_peft"], "--dtype bfloat16 would train the value model ("),
         (["--reward_funcs", "acuracy"], "unknown reward 'acuracy'; choose one of: accuracy"),
         (["--value_model_path", "./no-such-model"], "--value_model_path ./no-such-model: no such"),
+        (["--eval_strategy", "epoch"], "--eval_strategy epoch evaluates nothing under trl 1.12's PPOTrainer"),
+        (["--eval_strategy", "steps", "--eval_num_samples", 0], "--eval_strategy steps evaluates nothing under"),
     ],
 )
 @pytest.mark.ppo_trainer

@@ -279,3 +279,53 @@ def test_eval_only_evaluates_a_file_without_a_test_split_whole():
     args.eval_only = False
     train, test, source = held_out(rows, None, args, seed=42)
     assert (len(train), len(test)) == (18, 2) and source == "2 prompts held out of 'train' (seed 42)"
+
+
+def test_a_reward_almost_never_earned_before_training_is_said_before_it_starts():
+    """Issue 83: a base model used the rewarded answer tags in 1 of 200 samples; the run trained on almost nothing
+    and said nothing. Under 2% of the held-out samples above each training reward's lowest score is said before
+    training, with what helps; an --eval_reward_funcs reward does not count, nor does a reward that spreads."""
+    from extras.evaluation import rarely_rewarded
+
+    def scored(format_, count, accuracy):
+        return [{"rewards": {"format": list(f), "count": list(c), "accuracy": list(a)}}
+                for f, c, a in zip(format_, count, accuracy)]
+
+    once = [[0.0] * 8 for _ in range(25)]
+    once[3][5] = 0.2  # 1 of 200 used the tags
+    never = [[0.0] * 8 for _ in range(25)]
+    right = [[1.0] * 8 for _ in range(25)]  # an evaluation-only reward that the model meets
+    said = rarely_rewarded(scored(once, never, right), trained=("format", "count"))
+    assert said.startswith("WARNING: before training, 1 of 200 held-out samples earned anything from the training "
+                           "rewards (format 1, count 0): the policy almost never samples what they pay for")
+    assert "a worked example in each prompt" in said and "docs/your-own-run.md" in said
+    penalty = [[-1.0] * 8 for _ in range(25)]  # a penalty that never varies pays nothing either
+    assert rarely_rewarded(scored(once, penalty, right), trained=("format", "count")).startswith(
+        "WARNING: before training, 1 of 200")
+    often = [[0.2 * (i % 2) for i in range(8)] for _ in range(25)]  # half the samples
+    less_negative = [[-1.0 + 0.5 * (i % 2) for i in range(8)] for _ in range(25)]
+    every = [[0.2] * 8 for _ in range(25)]  # paid every time: no spread, which the watchdog says in training
+    for trained in (scored(often, never, never), scored(once, less_negative, never), scored(every, never, never)):
+        assert rarely_rewarded(trained, ("format", "count")) is None
+    assert rarely_rewarded(scored(once, never, right), trained=("accuracy",)) is None
+    assert rarely_rewarded(scored(once, never, right), trained=()) is None
+
+
+def test_the_most_common_answer_given_alone_is_the_baseline_beside_the_table():
+    """Issue 83: a GRPO run that answered `<answer>1</answer>` to every prompt scored the share of test rows whose
+    answer is 1, and nothing said that one answer alone scores that. The most common sampled answer, given to every
+    prompt, is scored by the correctness reward."""
+    from datasets import Dataset
+
+    from conftest import TINY_MODEL
+    from transformers import AutoTokenizer
+
+    from extras.evaluation import one_answer_alone
+
+    [accuracy] = get_reward_funcs(["accuracy"], max_completion_length=8)
+    dataset = Dataset.from_dict({"prompt": [f"how many? {i}" for i in range(4)], "answer": ["1", "1", "3", "1"]})
+    per_prompt = [{"completions": ["<answer>1</answer>", "<answer>1</answer>", "<answer>2</answer>"]},
+                  {"completions": ["<answer>1</answer>", "no idea", "<answer>3</answer>"]}]
+    assert one_answer_alone(accuracy, per_prompt, dataset, AutoTokenizer.from_pretrained(TINY_MODEL)) == (
+        "accuracy: the most common answer, '<answer>1</answer>' (3 of 6 samples), given to every prompt alone would "
+        "score pass@1 0.750")

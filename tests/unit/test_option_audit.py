@@ -37,8 +37,6 @@ READ_YET_REFUSED = {
     ("PPOConfig", "logging_steps"): "copied to state.logging_steps, which only transformers' DefaultFlowCallback "
                                     "reads, to set control.should_log; PPOTrainer.train logs every update and never "
                                     "reads should_log",
-    ("PPOConfig", "eval_steps"): "copied to state.eval_steps, which only sets control.should_evaluate; PPOTrainer "
-                                 "never evaluates",
 }
 
 
