@@ -210,6 +210,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
         check_columns(eval_reward_funcs, datasets, script_args.dataset_name)
     except ValueError as err:  # an unknown name, a module that does not import, a reward that could not score
         sys.exit(f"error: {err}")
+    if checks:  # --metric_for_best_model: one of the held-out evaluation's, before anything loads
+        checks.check_best_metric(training_args, script_args, reward_funcs + eval_reward_funcs,
+                                 () if reward_funcs else ("reward_model",))
     names = [f.__name__ for f in reward_funcs] or ["reward_model"]
     if script_args.reward_weights is not None and len(script_args.reward_weights) != len(names):
         sys.exit(f"error: {len(script_args.reward_weights)} --reward_weights for {len(names)} rewards "

@@ -211,3 +211,28 @@ def checkpoint_weights(model: str, revision: str | None) -> dict[str, list[int]]
             for name in weights.keys():
                 shapes[name] = weights.get_slice(name).get_shape()
     return shapes
+
+
+def check_best_metric(training_args, script_args, reward_funcs: list, reward_models: tuple[str, ...] = ()) -> None:
+    """--metric_for_best_model, before anything loads: a metric of the held-out evaluation during training, as
+    eval.json names it (reward/metric), or for GRPO one of TRL's own evaluation's; else one line listing them.
+    `reward_funcs`: the training and --eval_reward_funcs rewards; `reward_models`: the names of GRPO's."""
+    from extras.evaluation import held_out_metrics
+
+    metric = training_args.metric_for_best_model
+    if metric is None:
+        return
+    name = metric.removeprefix("eval_")
+    ours = held_out_metrics(reward_funcs, script_args.eval_num_samples, reward_models)
+    grpo = hasattr(training_args, "num_generations")  # trl 1.12's PPOTrainer has no evaluation of its own
+    trained = [f.__name__ for f in reward_funcs if f.__name__ not in script_args.eval_reward_funcs]
+    trls = ["loss", "reward", "reward_std", "kl", "entropy"] + [
+        f"rewards/{reward}/{stat}" for reward in [*reward_models, *trained] for stat in ("mean", "std")] if grpo else []
+    if name in ours and not (script_args.eval_num_samples and training_args.eval_strategy == "steps"):
+        sys.exit(f"error: --metric_for_best_model {metric} is the held-out evaluation's: it needs --eval_num_samples K "
+                 "and --eval_strategy steps --eval_steps N")
+    if name not in ours + trls:
+        sys.exit(f"error: --metric_for_best_model {metric} is no metric this run measures; the held-out "
+                 f"evaluation's are {', '.join(ours)}" + (f", and TRL's evaluation's {', '.join(trls)}" if trls else "")
+                 + (" (TrainingArguments names 'loss' where --load_best_model_at_end names none)" if name == "loss"
+                    else ""))

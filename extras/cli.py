@@ -227,7 +227,7 @@ UNREAD = {
         logging_nan_inf_filter include_num_input_tokens_seen log_level log_level_replica log_on_each_node
         skip_memory_metrics debug eval_delay eval_on_start prediction_loss_only
         eval_do_concat_batches eval_use_gather_object eval_accumulation_steps include_for_metrics batch_eval_metrics
-        load_best_model_at_end metric_for_best_model greater_is_better enable_jit_checkpoint ignore_data_skip
+        enable_jit_checkpoint ignore_data_skip
         restore_callback_states_from_checkpoint dataloader_drop_last dataloader_num_workers dataloader_pin_memory
         dataloader_persistent_workers dataloader_prefetch_factor dataloader_multiprocessing_context dataloader_in_order
         data_seed train_sampling_strategy length_column_name full_determinism label_names do_eval do_train

@@ -379,10 +379,13 @@ class BeforeAfterEval(TrainerCallback):
 
     def __init__(self, dataset, source: str, tokenizer, reward_funcs, k: int, max_prompts: int, sampling: Sampling,
                  seed: int, generation_model, accelerator, output_dir: str, batch_size: int, reference=None,
-                 trained: tuple[str, ...] = (), callbacks=None):
+                 trained: tuple[str, ...] = (), callbacks=None, load_best=None):
         self.dataset = dataset.select(range(min(len(dataset), max_prompts)))
         self.trained = trained  # the names of the rewards that train, of `reward_funcs`
         self.callbacks = callbacks  # the trainer's CallbackHandler: the curve's points go to its on_log
+        # PPO's (trl 1.12 has no evaluation): load_best(checkpoint) loads a checkpoint's policy; GRPO's Trainer keeps
+        # and loads the best itself, from the metrics its evaluation hands on_evaluate
+        self.load_best = load_best
         self.sampling = sampling
         keys = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens",
                 "eos_token_id")
@@ -420,7 +423,26 @@ class BeforeAfterEval(TrainerCallback):
         if self.accelerator.is_main_process and not quiet:
             print(f"evaluated ({when}) in {seconds:.0f} s")
         return {"metrics": metrics, "per_prompt": per_prompt, "computed_in": computed, "seconds": seconds,
-                "standard_error": standard_errors(self.reward_funcs, per_prompt, s["num_samples"])}
+                "standard_error": standard_errors(self.reward_funcs, per_prompt, s["num_samples"]),
+                "k": s["num_samples"]}
+
+    def ranks_checkpoints(self, args) -> bool:
+        """Whether --metric_for_best_model names one of this evaluation's metrics (reward/metric, as eval.json)."""
+        name = (args.metric_for_best_model or "").removeprefix("eval_")
+        return name.partition("/")[0] in [func.__name__ for func in self.reward_funcs] + ["kl"]
+
+    @staticmethod
+    def value_at(point: dict, metric: str) -> float:
+        reward, _, name = metric.removeprefix("eval_").partition("/")
+        return point["metrics"][reward][name]
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        """GRPO: the held-out point of this step among the metrics of TRL's evaluation, as `eval_<reward>/<metric>`,
+        where Trainer looks for --metric_for_best_model to keep the best checkpoint (and load it at the end)."""
+        point = (self.results.get("during") or [{}])[-1]
+        if metrics is not None and point.get("step") == state.global_step:
+            metrics.update({f"eval_{name}/{metric}": value for name, values in point["metrics"].items()
+                            for metric, value in values.items() if value is not None})
 
     def on_step_end(self, args, state, control, **kwargs):
         """With --eval_strategy steps, a point of the held-out curve every --eval_steps steps (the trainer's
@@ -429,13 +451,22 @@ class BeforeAfterEval(TrainerCallback):
         checkpoints' log history. trl 1.16's GRPOTrainer evaluates the mean reward alone; trl 1.12's PPOTrainer
         nothing."""
         every = getattr(state, "eval_steps", None)
-        if args.eval_strategy != "steps" or not every or state.global_step % every or (
-                state.global_step >= state.max_steps):
+        last = state.global_step >= state.max_steps  # measured where a held-out metric picks the best: the
+        # trainer evaluates at the last step, and the model kept may be another
+        if args.eval_strategy != "steps" or not every or (state.global_step % every and not last) or (
+                last and not self.ranks_checkpoints(args)):
             return
         measured = self.measure("during training", state.global_step, quiet=True)
-        point = {"step": state.global_step, **{key: measured[key] for key in ("metrics", "standard_error", "seconds")}}
+        point = {"step": state.global_step, **{key: measured[key] for key in ("metrics", "standard_error", "seconds")},
+                 "per_prompt": {func.__name__: per_prompt_metrics(func, measured["per_prompt"], measured["k"])
+                                for func in self.reward_funcs}}  # for the paired change from the best to the last
         self.results["during"] = [p for p in self.results.get("during", []) if p["step"] < point["step"]] + [point]
         self.write(quiet=True)
+        if self.load_best is not None and self.ranks_checkpoints(args):  # PPO: the best kept as Trainer keeps it
+            value = self.value_at(point, args.metric_for_best_model)
+            if state.best_metric is None or (value > state.best_metric if args.greater_is_better else
+                                             value < state.best_metric):
+                state.best_metric, state.best_global_step = value, state.global_step
         logs = {f"heldout/{name}/{metric}": value for name, metrics in measured["metrics"].items()
                 for metric, value in metrics.items() if value is not None}
         state.log_history.append({**logs, "step": state.global_step})
@@ -469,10 +500,34 @@ class BeforeAfterEval(TrainerCallback):
         self.write(quiet=True)  # at once: a run resumed from a checkpoint reads its start from it
 
     def on_train_end(self, args, state, control, **kwargs):
+        if self.ranks_checkpoints(args):
+            self.results["best"] = self.best(args, state)
+            if self.load_best is not None and args.load_best_model_at_end and state.best_model_checkpoint:
+                self.load_best(state.best_model_checkpoint)  # PPO: Trainer has loaded GRPO's before this
         self.run("after", state.global_step)
         self.results["change"] = paired_changes(self.reward_funcs, self.results["before_per_prompt"],
                                                 self.results["after_per_prompt"], self.settings["num_samples"])
         self.write()
+
+    def best(self, args, state) -> dict | None:
+        """The point --metric_for_best_model ranks best (the trainer's best step, where it kept one) against the last,
+        with the paired change between them over the prompts, and whether the run's result is the best's model."""
+        points = self.results.get("during") or []
+        metric = args.metric_for_best_model.removeprefix("eval_")
+        if not points:
+            return None
+        best = next((p for p in points if p["step"] == state.best_global_step), None) or (
+            max if args.greater_is_better else min)(points, key=lambda p: self.value_at(p, metric))
+        last = points[-1]
+        reward, _, name = metric.partition("/")
+        error = lambda p: p["standard_error"].get(reward, {}).get(name)  # noqa: E731
+        pairs = zip(best["per_prompt"].get(reward, []), last["per_prompt"].get(reward, []))
+        each = [b[name] - a[name] for a, b in pairs if None not in (a[name], b[name])]
+        return {"metric": metric, "step": best["step"], "value": self.value_at(best, metric), "error": error(best),
+                "last_step": last["step"], "last_value": self.value_at(last, metric), "last_error": error(last),
+                "change": {"change": mean(each), "standard_error": standard_error(each)} if each else None,
+                "saved": bool(args.load_best_model_at_end and state.best_model_checkpoint) and
+                (state.best_model_checkpoint or "").endswith(f"checkpoint-{best['step']}")}
 
     def run_start(self) -> dict | None:
         """The run's own "before" from its eval.json, measured at step 0 with these settings, or None."""
@@ -534,6 +589,16 @@ def computed_in(model, accelerator) -> str:
         if parameter.is_floating_point():
             sizes[str(parameter.dtype).removeprefix("torch.")] += parameter.numel()
     return sizes.most_common(1)[0][0] if sizes else "?"
+
+
+def held_out_metrics(reward_funcs, num_samples: int, reward_models: tuple[str, ...] = ()) -> list[str]:
+    """The held-out evaluation's metrics, as eval.json names them (reward/metric): --metric_for_best_model's names."""
+    names = []
+    for func in reward_funcs:
+        k = max(num_samples, 1)
+        names += [f"{func.__name__}/{metric}" for metric in metrics_of(func, [[0.0] * k], [0.0], [[""] * k], k)]
+    return names + [f"{model}/{metric}" for model in reward_models for metric in ("mean_reward", "greedy_reward")] + [
+        "kl/to_reference"]
 
 
 def rarely_rewarded(per_prompt: list[dict], trained: tuple[str, ...], share: float = 0.02) -> str | None:

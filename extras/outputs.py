@@ -680,6 +680,26 @@ def worse(changes: dict, title: str) -> list[str]:
             f"than twice its error. Try {change}, and read the completions in eval.json (docs/evaluation.md)"]
 
 
+def best_checkpoint(evaluation: dict | None) -> list[str]:
+    """The closing lines on the step --metric_for_best_model ranks best against the last one evaluated, the paired
+    change between them over the prompts, and which of the two the saved model is."""
+    best = (evaluation or {}).get("best")
+    if not best:
+        return []
+    figure = lambda value, error: f"{value:.3f}" + ("" if error is None else f" ± {error:.3f}")  # noqa: E731
+    line = (f"  held-out {best['metric']}, best at step {best['step']}: {figure(best['value'], best['error'])}; at the "
+            f"last evaluated, step {best['last_step']}: {figure(best['last_value'], best['last_error'])}")
+    change = best.get("change") or {}
+    if best["step"] != best["last_step"] and change.get("standard_error"):
+        beyond = abs(change["change"]) > 2 * change["standard_error"]
+        line += (f", {change['change']:+.3f} ± {change['standard_error']:.3f} over the same prompts: "
+                 + ("more than twice its error" if beyond else "within twice its error: no difference shown"))
+    saved = ("the model saved is the best step's (--load_best_model_at_end)" if best["saved"] else
+             "the model saved is the last step's" + ("" if best["step"] == best["last_step"] else
+                                                     "; --load_best_model_at_end saves the best step's"))
+    return [line, f"    {saved}"]
+
+
 def one_answer(trainer) -> list[str]:
     """A warning where the policy ended collapsed onto one answer (OneAnswer)."""
     watch = next((c for c in trainer.callback_handler.callbacks if isinstance(c, OneAnswer)), None)
@@ -878,6 +898,7 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
                             ("before", "after")] for metric in metrics} for name, metrics in held_out.items()},
             "held_out_prompts": evaluation["num_prompts"], "held_out_first_step": evaluation.get("before_step")}
            if held_out else {}),
+        **({"held_out_best": evaluation["best"]} if (evaluation or {}).get("best") else {}),
     }
     write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     plots = plot(logs, reward_keys, out, title, evaluation)
@@ -903,6 +924,7 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
                   + ("; below 0 by chance: each completion's log-ratio is a sample, and their mean estimates the KL"
                      if b is not None and b < 0 else ""))
                for name, metrics in held_out.items() for metric, (a, b) in metrics.items()),
+             *best_checkpoint(evaluation),
              *worse(summary.get("held_out_change", {}), title),
              *one_answer(trainer),
              f"  model:       {out}", f"  metrics:     {out / 'metrics.jsonl'}",

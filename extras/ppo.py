@@ -62,7 +62,8 @@ def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -
                                  args.per_device_eval_batch_size,
                                  reference_of(trainer.ref_model, trainer.is_peft_model),
                                  trained=tuple(f.__name__ for f in rewards or trainer.reward_model.reward_funcs),
-                                 callbacks=trainer.callback_handler)
+                                 callbacks=trainer.callback_handler,
+                                 load_best=lambda checkpoint: load_policy(trainer, checkpoint))
     trainer.add_callback(evaluation)
     return evaluation
 
@@ -185,6 +186,19 @@ class StopWhenAsked(transformers.TrainerCallback):
             raise StopTraining
 
 
+def load_policy(trainer, checkpoint: str) -> None:
+    """--load_best_model_at_end, which trl 1.12's PPOTrainer does not do: the checkpoint's policy (or adapter) into
+    the run's, before its "after" evaluation and its save. Under DeepSpeed, the engine's checkpoint, both models."""
+    if trainer.is_deepspeed_enabled:
+        from transformers.integrations.deepspeed import deepspeed_load_checkpoint
+
+        return deepspeed_load_checkpoint(trainer.model, checkpoint)
+    wrapped = trainer.model
+    trainer.model = policy = trainer.accelerator.unwrap_model(wrapped).policy  # as resume() loads it, below
+    trainer._load_from_checkpoint(checkpoint, model=policy)
+    trainer.model = wrapped
+
+
 def resume(trainer, checkpoint: str) -> None:
     """Continue from `checkpoint`, which trl 1.12's PPOTrainer cannot (trl #2657): the policy (or adapter), the value
     model, optimizer and scheduler now; the update and episode counters, the RNG states and the place in the data
@@ -224,6 +238,9 @@ class Resumed(transformers.TrainerCallback):
         state.global_step = self.saved.global_step
         state.episode = self.saved.episode
         state.log_history = self.saved.log_history
+        # the best checkpoint so far, by --metric_for_best_model (the held-out evaluation's)
+        state.best_metric, state.best_global_step = self.saved.best_metric, self.saved.best_global_step
+        state.best_model_checkpoint = self.saved.best_model_checkpoint
         args.num_total_batches -= self.saved.global_step  # the loop's count, read after this callback
         # The loop counts updates from 1 again: TRL's sample tables are asked for at every update, and shown at the
         # updates where the whole run's count says

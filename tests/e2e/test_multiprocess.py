@@ -53,6 +53,31 @@ def test_grpo_two_processes(tmp_path):
     assert [(tmp_path / f"ddp-alive-rank{r}").read_text() for r in (0, 1)] == ["0", "0"]
 
 
+@pytest.mark.parametrize("script, length", [("grpo_trl_example.py", ["--max_steps", 4]),
+                                            ("ppo_trl_example.py", ["--total_episodes", 256,  # 4 updates
+                                                                    "--per_device_train_batch_size", 32])])
+def test_the_best_checkpoint_by_a_held_out_metric_under_two_processes(tmp_path, script, length):
+    """Issue 84: under DDP each process evaluates its half of the held-out prompts, the points are gathered, and the
+    model saved is the checkpoint the metric ranks best, as in one process."""
+    out = tmp_path / "out"
+    run_script(script, *length, "--eval_num_samples", 2, "--eval_max_prompts", 8, "--eval_strategy", "steps",
+               "--eval_steps", 1, "--save_strategy", "steps", "--save_steps", 1, "--metric_for_best_model",
+               "accuracy/pass@1", "--load_best_model_at_end", "true", "--output_dir", out, *ddp_flags(2),
+               cwd=tmp_path, launcher=accelerate_ddp(2))
+    assert json.loads((out / "summary.json").read_text())["world_size"] == 2
+    report = json.loads((out / "eval.json").read_text())
+    points = {point["step"]: point["metrics"]["accuracy"]["pass@1"] for point in report["during"]}
+    assert sorted(points) == [1, 2, 3, 4] and all(len(p["per_prompt"]["accuracy"]) == 8 for p in report["during"])
+    best = report["best"]
+    assert best["step"] == max(points, key=points.get) and best["saved"], (points, best)
+    assert report["after"]["accuracy"]["pass@1"] == points[best["step"]]  # the best's policy, evaluated again
+
+    from safetensors.torch import load_file
+
+    ended, kept = (load_file(folder / "model.safetensors") for folder in (out, out / f"checkpoint-{best['step']}"))
+    assert all(torch.equal(ended[k], kept[k]) for k in kept)
+
+
 def test_grpo_two_machines(tmp_path):
     """The README's multi-node launch: `--num_machines 2 --machine_rank 0|1 --main_process_ip`, one process each
     (`--num_processes` counts the processes over all machines).

@@ -32,15 +32,24 @@ def kill_after(script: str, args: list, out, checkpoint: int, logged: int, cwd) 
     proc.wait()
 
 
+def training_logs(out) -> list[dict]:
+    """metrics.jsonl's training logs, without the evaluations' (TRL's eval_*, the held-out heldout/*)."""
+    return [r for r in read_jsonl(out / "metrics.jsonl") if not any(k.startswith(("eval_", "heldout/")) for k in r)]
+
+
 def test_grpo_kill_and_resume(tmp_path):
     """With reused generations (--num_iterations 2: new completions at odd steps, reused at even ones), from the
     checkpoint of step 10, where a generation begins."""
     out = tmp_path / "out"
     steps = 60
     args = ["--output_dir", out, "--max_steps", steps, "--logging_steps", 1, "--save_strategy", "steps",
-            "--save_steps", 10, "--eval_strategy", "no", "--num_iterations", 2]
+            "--save_steps", 10, "--num_iterations", 2,
+            # issue 84: the model kept is the checkpoint a held-out metric ranks best, here the lowest KL to the
+            # reference, over the points before the kill and after it (Trainer keeps the best in its state)
+            "--eval_strategy", "steps", "--eval_steps", 10, "--metric_for_best_model", "kl/to_reference",
+            "--greater_is_better", "false", "--load_best_model_at_end", "true"]
     kill_after("grpo_trl_example.py", args, out, checkpoint=10, logged=12, cwd=tmp_path)
-    before_kill = read_jsonl(out / "metrics.jsonl")
+    before_kill = training_logs(out)
     assert 12 <= max(r["step"] for r in before_kill) < steps and not (out / "summary.json").exists()
     assert not (out / "checkpoint-60").exists()  # killed mid-run, not at the end
     start = json.loads((out / "eval.json").read_text())  # the held-out evaluation at step 0, kept as it was made
@@ -52,16 +61,22 @@ def test_grpo_kill_and_resume(tmp_path):
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == steps
-    metrics = read_jsonl(out / "metrics.jsonl")
+    metrics = training_logs(out)
     assert [r["step"] for r in metrics] == list(range(1, steps + 1))  # every step exactly once, across the kill
     # it resumed rather than restarted: the steps up to the checkpoint are the killed run's own records
     assert metrics[:10] == before_kill[:10]
     completion_steps = [r["step"] for r in read_jsonl(out / "completions.jsonl")]  # those of each generation
     assert sorted(set(completion_steps)) == list(range(1, steps + 1, 2)) and len(completion_steps) == steps // 2 * 16
 
-    from transformers import AutoModelForCausalLM
+    from safetensors.torch import load_file
 
-    assert AutoModelForCausalLM.from_pretrained(out).num_parameters() > 0
+    report = json.loads((out / "eval.json").read_text())
+    kls = {point["step"]: point["metrics"]["kl"]["to_reference"] for point in report["during"]}
+    assert sorted(kls) == list(range(10, steps + 1, 10))  # the point before the kill, kept
+    best = report["best"]
+    assert best["step"] == min(kls, key=kls.get) and best["saved"] and best["last_step"] == steps, best
+    ended, kept = (load_file(folder / "model.safetensors") for folder in (out, out / f"checkpoint-{best['step']}"))
+    assert all(torch.equal(ended[k], kept[k]) for k in kept)
 
 
 def assert_before_is_the_run_start(out, start: dict, stdout: str) -> None:
@@ -175,7 +190,11 @@ def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
     updates = 16
     args = ["--total_episodes", 64 * updates, "--eval_num_samples", 2, "--eval_max_prompts", 8, "--save_strategy",
             "steps", "--save_steps", 3,
-            "--num_sample_generations", 4]  # TRL's sample tables, at updates 1, 5, 9, 13: they draw random numbers too
+            "--num_sample_generations", 4,  # TRL's sample tables, at updates 1, 5, 9, 13: they draw random numbers too
+            # issue 84: the model kept is the checkpoint a held-out metric ranks best, here the lowest pass@1, which
+            # is at the first point, before the kill: the resumed run must keep it
+            "--eval_strategy", "steps", "--eval_steps", 3, "--metric_for_best_model", "accuracy/pass@1",
+            "--greater_is_better", "false", "--load_best_model_at_end", "true"]
     kill_after("ppo_trl_example.py", [*args, "--output_dir", killed], killed, checkpoint=3, logged=6, cwd=tmp_path)
     assert not (killed / "summary.json").exists() and not (killed / f"checkpoint-{updates}").exists()
     start = json.loads((killed / "eval.json").read_text())
@@ -192,7 +211,7 @@ def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
     assert_before_is_the_run_start(killed, start, proc.stdout)
     assert json.loads((alone / "eval.json").read_text())["before"] == start["before"]  # as the run left alone's
 
-    metrics = {run: read_jsonl(run / "metrics.jsonl") for run in (killed, alone)}
+    metrics = {run: training_logs(run) for run in (killed, alone)}
     assert [m["step"] for m in metrics[killed]] == list(range(1, updates + 1))  # every update once, across the kill
     for key in ("reward", "objective/kl", "loss/value_avg", "episode", "lr"):
         assert [m[key] for m in metrics[killed]] == pytest.approx([m[key] for m in metrics[alone]], abs=1e-6), key
@@ -202,6 +221,11 @@ def test_ppo_kill_and_resume_ends_where_the_uninterrupted_run_ends(tmp_path):
 
     ended, left_alone = (load_file(run / "model.safetensors") for run in (killed, alone))
     assert all(torch.equal(ended[k], left_alone[k]) for k in left_alone)
+    bests = [json.loads((run / "eval.json").read_text())["best"] for run in (killed, alone)]
+    assert bests[0] == bests[1] and bests[0]["step"] == 3 and bests[0]["saved"], bests
+    kept = load_file(killed / "checkpoint-3" / "model.safetensors")
+    assert all(torch.equal(ended[k], kept[k]) for k in kept)
+    assert "held-out accuracy/pass@1, best at step 3: " in proc.stdout
 
 
 @pytest.mark.parametrize("script, flags", [

@@ -276,3 +276,21 @@ def test_a_value_outside_what_the_algorithm_means_stops_before_loading(tmp_path,
     error = fails_early(tmp_path, flag, value, script=script)
     assert error.startswith(f"error: {flag} {float(value):g}") or error.startswith(f"error: {flag} {value}"), error
     assert ": it must be " in error and meaning in error, error
+
+
+@pytest.mark.parametrize("script", ["grpo_trl_example.py", "ppo_trl_example.py"])
+def test_a_metric_for_the_best_model_that_no_evaluation_measures_stops_before_loading(tmp_path, script, fails_early):
+    """Issue 84: --metric_for_best_model names a held-out metric as eval.json names it (reward/metric), or for GRPO
+    one of TRL's evaluation's. A name no evaluation measures stops in one line listing those there are, before
+    anything loads, where Trainer's KeyError came at the first evaluation; a held-out one needs the evaluation
+    during training."""
+    every = ["--eval_strategy", "steps", "--eval_steps", 10, "--save_strategy", "steps", "--save_steps", 10]
+    error = fails_early(tmp_path, *every, "--metric_for_best_model", "accuracy/pass@l", script=script)
+    assert error.startswith("error: --metric_for_best_model accuracy/pass@l is no metric this run measures; the "
+                            "held-out evaluation's are accuracy/mean_reward, accuracy/greedy_accuracy, "
+                            "accuracy/pass@1, ")
+    assert ("kl/to_reference, and TRL's evaluation's loss, reward, reward_std, kl, entropy, rewards/accuracy/mean"
+            in error) is (script == "grpo_trl_example.py")
+    error = fails_early(tmp_path, "--metric_for_best_model", "accuracy/pass@1", "--eval_strategy", "no", script=script)
+    assert error == ("error: --metric_for_best_model accuracy/pass@1 is the held-out evaluation's: it needs "
+                     "--eval_num_samples K and --eval_strategy steps --eval_steps N")
