@@ -1,9 +1,10 @@
-"""Held-out evaluation before and after training (--eval_num_samples K), as docs/evaluation.md describes: K samples
-per prompt drawn as training draws them (its GenerationConfig, stop tokens and prompt ids) plus one greedy, on each
-process's slice, scored by the training rewards and --eval_reward_funcs: pass@1, pass@K, maj@K and greedy accuracy
-for a correctness reward (`rewards.reads`), means for the others; and, where the trainer holds a reference, the
-sampled completions' KL to it. --eval_only: a saved model or adapter evaluated once, as a run evaluates its policy
-(GRPO's here; PPO's in extras/ppo.py)."""
+"""Held-out evaluation before and after training (--eval_num_samples K), and during it (--eval_strategy steps), as
+docs/evaluation.md describes: K samples per prompt drawn as training draws them (its GenerationConfig, stop tokens
+and prompt ids) plus one greedy, on each process's slice, scored by the training rewards and --eval_reward_funcs:
+pass@1, pass@K, maj@K and greedy accuracy for a correctness reward (`rewards.reads`), means for the others; and,
+where the trainer holds a reference, the sampled completions' KL to it. --metric_for_best_model ranks the points
+during training, for the checkpoint a run keeps. --eval_only: a saved model or adapter evaluated once, as a run
+evaluates its policy (GRPO's here; PPO's in extras/ppo.py)."""
 
 import copy
 import itertools
@@ -18,8 +19,8 @@ from typing import Callable
 
 import torch
 from accelerate import PartialState
-from tqdm.auto import tqdm
 from accelerate.utils import gather_object
+from tqdm.auto import tqdm
 from transformers import GenerationConfig, TrainerCallback
 from trl.data_utils import apply_chat_template, is_conversational
 
@@ -446,10 +447,10 @@ class BeforeAfterEval(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         """With --eval_strategy steps, a point of the held-out curve every --eval_steps steps (the trainer's
-        state.eval_steps: a fraction of the run's steps where below 1), but at the last, which "after" measures: in
-        eval.json's `during`, and logged as `heldout/<reward>/<metric>` to metrics.jsonl, the trackers and the
-        checkpoints' log history. trl 1.16's GRPOTrainer evaluates the mean reward alone; trl 1.12's PPOTrainer
-        nothing."""
+        state.eval_steps: a fraction of the run's steps where below 1), and at the last where --metric_for_best_model
+        ranks the points (elsewhere "after" measures it): in eval.json's `during`, and logged as
+        `heldout/<reward>/<metric>` to metrics.jsonl, the trackers and the checkpoints' log history. trl 1.16's
+        GRPOTrainer evaluates the mean reward alone; trl 1.12's PPOTrainer nothing."""
         every = getattr(state, "eval_steps", None)
         last = state.global_step >= state.max_steps  # measured where a held-out metric picks the best: the
         # trainer evaluates at the last step, and the model kept may be another

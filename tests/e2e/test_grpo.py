@@ -449,8 +449,11 @@ def test_bf16_computes_in_bf16_and_trains_fp32_weights(tmp_path, script, length,
     """--bf16 true on a CPU (GRPO's default where it computes bf16): bf16 autocast over fp32 weights, as on a GPU, which
     the run says and summary.json keeps; PPOTrainer takes it from accelerate's launcher, which the script sets."""
     out = tmp_path / "out"
-    proc = run_script(script, *length, "--eval_num_samples", 0, "--bf16", str(bf16).lower(), "--output_dir", out,
-                      cwd=tmp_path)
+    proc = run_script(script, *length, "--eval_num_samples", 2, "--eval_max_prompts", 4, "--bf16", str(bf16).lower(),
+                      "--output_dir", out, cwd=tmp_path)
     weights = json.loads((out / "summary.json").read_text())["weights"]
     assert weights["trained"] == ["float32"] and weights.get("compute") == ("bf16 autocast" if bf16 else None)
     assert ("weights: trained in float32, computed under bf16 autocast" in proc.stdout) is bf16
+    # issue 83: the held-out table says what the policy computed in: GRPO's under autocast, PPO's sampled unwrapped
+    computed = "bf16 autocast" if bf16 and script == "grpo_trl_example.py" else "float32"
+    assert f"held-out evaluation, split 'test', 4 prompts, computed in {computed} (each value" in proc.stdout
