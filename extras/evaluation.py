@@ -384,8 +384,8 @@ class BeforeAfterEval(TrainerCallback):
         self.dataset = dataset.select(range(min(len(dataset), max_prompts)))
         self.trained = trained  # the names of the rewards that train, of `reward_funcs`
         self.callbacks = callbacks  # the trainer's CallbackHandler: the curve's points go to its on_log
-        # PPO's (trl 1.12 has no evaluation): load_best(checkpoint) loads a checkpoint's policy; GRPO's Trainer keeps
-        # and loads the best itself, from the metrics its evaluation hands on_evaluate
+        # PPO's (trl 1.12 loads no best model): load_best(checkpoint) loads a checkpoint's policy; GRPO's Trainer
+        # loads the best checkpoint itself
         self.load_best = load_best
         self.sampling = sampling
         keys = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens",
@@ -437,20 +437,17 @@ class BeforeAfterEval(TrainerCallback):
         reward, _, name = metric.removeprefix("eval_").partition("/")
         return point["metrics"][reward][name]
 
-    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        """GRPO: the held-out point of this step among the metrics of TRL's evaluation, as `eval_<reward>/<metric>`,
-        where Trainer looks for --metric_for_best_model to keep the best checkpoint (and load it at the end)."""
-        point = (self.results.get("during") or [{}])[-1]
-        if metrics is not None and point.get("step") == state.global_step:
-            metrics.update({f"eval_{name}/{metric}": value for name, values in point["metrics"].items()
-                            for metric, value in values.items() if value is not None})
-
     def on_step_end(self, args, state, control, **kwargs):
         """With --eval_strategy steps, a point of the held-out curve every --eval_steps steps (the trainer's
         state.eval_steps: a fraction of the run's steps where below 1), and at the last where --metric_for_best_model
         ranks the points (elsewhere "after" measures it): in eval.json's `during`, and logged as
         `heldout/<reward>/<metric>` to metrics.jsonl, the trackers and the checkpoints' log history. trl 1.16's
         GRPOTrainer evaluates the mean reward alone; trl 1.12's PPOTrainer nothing."""
+        if control.should_evaluate and (self.ranks_checkpoints(args) or not args.metric_for_best_model):
+            # GRPO: no TRL evaluation beside this one unless --metric_for_best_model names one of its metrics: it
+            # samples --num_generations completions of every test prompt, 5x this evaluation's time on SmolLM2
+            # (BENCHMARKS.md, section 28), for the mean training reward this one reports too
+            control.should_evaluate = False
         every = getattr(state, "eval_steps", None)
         last = state.global_step >= state.max_steps  # measured where a held-out metric picks the best: the
         # trainer evaluates at the last step, and the model kept may be another
@@ -463,11 +460,14 @@ class BeforeAfterEval(TrainerCallback):
                                 for func in self.reward_funcs}}  # for the paired change from the best to the last
         self.results["during"] = [p for p in self.results.get("during", []) if p["step"] < point["step"]] + [point]
         self.write(quiet=True)
-        if self.load_best is not None and self.ranks_checkpoints(args):  # PPO: the best kept as Trainer keeps it
+        if self.ranks_checkpoints(args):  # the best kept as Trainer keeps its own metrics' best: its checkpoint
+            # saved under --save_strategy best, named by Trainer's _save_checkpoint, kept from rotation, and loaded
+            # at the end by Trainer (GRPO) or `load_best` (PPO)
             value = self.value_at(point, args.metric_for_best_model)
             if state.best_metric is None or (value > state.best_metric if args.greater_is_better else
                                              value < state.best_metric):
                 state.best_metric, state.best_global_step = value, state.global_step
+                control.should_save |= args.save_strategy == "best"
         logs = {f"heldout/{name}/{metric}": value for name, metrics in measured["metrics"].items()
                 for metric, value in metrics.items() if value is not None}
         state.log_history.append({**logs, "step": state.global_step})
