@@ -929,7 +929,8 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
              *one_answer(trainer),
              f"  model:       {out}", f"  metrics:     {out / 'metrics.jsonl'}",
              f"  completions: {out / 'completions.jsonl'}", f"  summary:     {out / 'summary.json'}",
-             f"  plots:       {', '.join(map(str, plots))}"]
+             f"  plots:       {', '.join(map(str, plots))}",
+             f"  next:        python -m extras.export {out} --chat   (merged, GGUF: docs/after-training.md)"]
     if "tensorboard" in trainer.args.report_to:
         lines.append(f"  tensorboard: tensorboard --logdir {os.environ.get('TENSORBOARD_LOGGING_DIR') or out / 'runs'}")
     if "trackio" in trainer.args.report_to:
