@@ -466,7 +466,8 @@ class BeforeAfterEval(TrainerCallback):
             value = self.value_at(point, args.metric_for_best_model)
             if state.best_metric is None or (value > state.best_metric if args.greater_is_better else
                                              value < state.best_metric):
-                state.best_metric, state.best_global_step = value, state.global_step
+                state.best_metric = value
+                state.best_global_step = state.global_step
                 control.should_save |= args.save_strategy == "best"
         logs = {f"heldout/{name}/{metric}": value for name, metrics in measured["metrics"].items()
                 for metric, value in metrics.items() if value is not None}

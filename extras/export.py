@@ -110,9 +110,10 @@ def write_gguf(model, tokenizer, out: Path, kind: str) -> None:
     if rope.get("rope_type", "default") != "default":
         sys.exit(f"error: GGUF export writes plain rotary embeddings; these are {rope['rope_type']}: {CONVERTER}")
     arch = getattr(gguf.MODEL_ARCH, arch_name)
-    tensor_type, file_type = (getattr(gguf.GGMLQuantizationType, TYPES[kind][0]),
-                              getattr(gguf.LlamaFileType, TYPES[kind][1]))
-    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    tensor_type = getattr(gguf.GGMLQuantizationType, TYPES[kind][0])
+    file_type = getattr(gguf.LlamaFileType, TYPES[kind][1])
+    heads = config.num_attention_heads
+    kv_heads = config.num_key_value_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -236,10 +237,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {args.run}: no such run folder or file")
     if args.chat is not None and args.run.suffix == ".gguf":
         return chat(*gguf_model(args.run), run_settings(args.run), args.chat)
-    merged, gguf_file = (new_path(args.out or args.run / "merged") if args.merge else None,
-                         # in a folder of its own, where transformers reads it (a run's adapter_config.json would
-                         # send it to the base)
-                         new_path(args.out or args.run / "gguf" / f"model-{args.gguf}.gguf") if args.gguf else None)
+    merged = new_path(args.out or args.run / "merged") if args.merge else None
+    # in a folder of its own, where transformers reads it (a run's adapter_config.json would send it to the base)
+    gguf_file = new_path(args.out or args.run / "gguf" / f"model-{args.gguf}.gguf") if args.gguf else None
     model, tokenizer = trained_model(args.run)
     if merged:
         merge(model, tokenizer, merged)

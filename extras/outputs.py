@@ -757,7 +757,8 @@ def held_out_curve(evaluation: dict | None) -> tuple[str, str, list[tuple]] | No
     metric = "pass@1" if "pass@1" in evaluation["before"][name] else "mean_reward"
     measured = [(evaluation.get("before_step", 0), evaluation["before"], evaluation.get("before_standard_error", {}))]
     measured += [(p["step"], p["metrics"], p["standard_error"]) for p in evaluation["during"]]
-    if "after" in evaluation:
+    if "after" in evaluation and evaluation["after_step"] not in [p["step"] for p in evaluation["during"]]:
+        # not where a point measured the last step: "after" is then the best checkpoint's (--load_best_model_at_end)
         measured.append((evaluation["after_step"], evaluation["after"], evaluation.get("after_standard_error", {})))
     points = [(step, metrics.get(name, {}).get(metric), errors.get(name, {}).get(metric) or 0.0)
               for step, metrics, errors in measured]

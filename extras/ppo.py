@@ -239,7 +239,8 @@ class Resumed(transformers.TrainerCallback):
         state.episode = self.saved.episode
         state.log_history = self.saved.log_history
         # the best checkpoint so far, by --metric_for_best_model (the held-out evaluation's)
-        state.best_metric, state.best_global_step = self.saved.best_metric, self.saved.best_global_step
+        state.best_metric = self.saved.best_metric
+        state.best_global_step = self.saved.best_global_step
         state.best_model_checkpoint = self.saved.best_model_checkpoint
         args.num_total_batches -= self.saved.global_step  # the loop's count, read after this callback
         # The loop counts updates from 1 again: TRL's sample tables are asked for at every update, and shown at the

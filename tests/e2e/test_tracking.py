@@ -19,20 +19,27 @@ TINY = {"grpo_trl_example.py": ["--max_steps", 3, "--logging_steps", 1],
 @pytest.mark.parametrize("script", sorted(TINY))
 def test_tensorboard_and_trackio_hold_the_logged_reward(script, tmp_path):
     out = tmp_path / "out"
-    done = run_script(script, *TINY[script], "--eval_strategy", "no", "--report_to", "tensorboard,trackio",
-                      "--project", "tracking-test", "--output_dir", out, cwd=tmp_path,
-                      env={"TRACKIO_DIR": str(tmp_path / "trackio")})
+    done = run_script(script, *TINY[script], "--eval_strategy", "steps", "--eval_steps", 2, "--eval_num_samples", 2,
+                      "--eval_max_prompts", 4, "--report_to", "tensorboard,trackio", "--project", "tracking-test",
+                      "--output_dir", out, cwd=tmp_path, env={"TRACKIO_DIR": str(tmp_path / "trackio")})
     logged = [row["reward"] for row in read_jsonl(out / "metrics.jsonl") if "reward" in row]
     assert len(logged) == 3
+    # issue 84: the held-out point of step 2 reaches the trackers as the training logs do
+    [held_out] = [row["heldout/accuracy/pass@1"] for row in read_jsonl(out / "metrics.jsonl")
+                  if "heldout/accuracy/pass@1" in row]
 
     [run] = (out / "runs").iterdir()  # transformers' TensorBoardCallback: <output_dir>/runs/<date>_<host>
     events = EventAccumulator(str(run))
     events.Reload()
     assert [event.value for event in events.Scalars("train/reward")] == pytest.approx(logged)
+    points = [(event.step, event.value) for event in events.Scalars("train/heldout/accuracy/pass@1")]
+    assert points == [(2, pytest.approx(held_out))]
 
     with sqlite3.connect(tmp_path / "trackio" / "tracking-test.db") as db:  # trackio: one SQLite file per project
         rows = [json.loads(metrics) for (metrics,) in db.execute("SELECT metrics FROM metrics ORDER BY id")]
     assert [row["train/reward"] for row in rows if "train/reward" in row] == pytest.approx(logged)
+    assert [row["train/heldout/accuracy/pass@1"] for row in rows if "train/heldout/accuracy/pass@1" in row] == [
+        pytest.approx(held_out)]
 
     assert f"tensorboard --logdir {out / 'runs'}" in done.stdout  # the summary says how to open each dashboard
     assert "trackio show --project tracking-test" in done.stdout

@@ -24,7 +24,7 @@ from extras import cli
 
 ppo = ppo_script()
 SCRIPTS = {"grpo": grpo, "ppo": ppo}
-AUDITED = {"grpo": "a3c1dd1e451a", "ppo": "944b4ea6bb5e"}  # sha256 of the acting fields, sorted and space-joined
+AUDITED = {"grpo": "a3c1dd1e451a", "ppo": "e0f25bf1a897"}  # sha256 of the acting fields, sorted and space-joined
 
 
 def all_fields(name: str) -> set[str]:
