@@ -221,17 +221,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         tools=tools or None,
         environment_factory=environment_factory,
     )
-    # QLoRA, by --load_in_4bit/8bit or a checkpoint saved quantized (trl's test): trl casts the adapters to bf16, where
-    # an Adam step at a fine-tuning learning rate is below half a unit of most weights' last place and rounds away
-    if getattr(trainer.model, "is_loaded_in_4bit", False) or getattr(trainer.model, "is_loaded_in_8bit", False):
-        for param in trainer.model.parameters():
-            if param.requires_grad:
-                param.data = param.data.float()  # back to fp32, as peft makes them (docs/scaling.md)
-        # bitsandbytes on a CPU with AVX512-BF16 repacks a 4-bit layer the first time it runs in eval mode (the
-        # held-out evaluation) for a matmul with no backward: no adapter got a gradient after it. Its plain one trains
-        for module in trainer.model.modules():
-            if hasattr(module, "support_avx512bf16_for_cpu"):
-                module.support_avx512bf16_for_cpu = False
+    qlora_workarounds(trainer.model)  # two upstream QLoRA bugs: the adapters' dtype, bitsandbytes' CPU repack
     if script_args.eval_only:  # the model evaluated once, as training evaluates the policy: eval.json and the table
         return extra("evaluation", "--eval_only").evaluate_only(trainer, eval_dataset, eval_source,
                                                                 reward_funcs + eval_reward_funcs, script_args)
@@ -337,11 +327,11 @@ def check_generation_boundaries(args: GRPOConfig) -> None:
 
 
 def check_precision(model_args: ModelConfig, training_args, policy: str, value_model: str | None,
-                    trust_remote_code: bool, bf16_compute: str) -> None:
+                    trust_remote_code: bool, bf16_flag: str) -> None:
     """Stop before loading when weights that train would be held in bf16 or fp16 under a plain optimizer: an update
     below a weight's precision (1/256 of it in bf16) rounds away, so at fine-tuning learning rates most updates are
     lost (docs/scaling.md). A value model trains in full; a policy too, but under LoRA, whose adapters are fp32 (peft;
-    under QLoRA grpo_trl_example.py undoes trl's cast to bf16), and whose lora_modules_to_save keep the base's dtype.
+    under QLoRA the GRPO script undoes trl's cast to bf16), and whose lora_modules_to_save keep the base's dtype.
     With --dtype auto each loads in its checkpoint's own dtype (a value model started from a bf16 reward model, as
     TRL's PPO example starts it, is bf16). DeepSpeed trains an fp32 master copy."""
     if training_args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
@@ -357,8 +347,24 @@ def check_precision(model_args: ModelConfig, training_args, policy: str, value_m
         dtype = str(dtype).removeprefix("torch.")
         if dtype in ("bfloat16", "float16"):
             sys.exit(f"error: --dtype {model_args.dtype} would train the {what} ({path}) in {dtype} under a plain "
-                     f"optimizer, which rounds most updates away: use --dtype float32 ({bf16_compute} for bf16 "
+                     f"optimizer, which rounds most updates away: use --dtype float32 ({bf16_flag} for bf16 "
                      "compute), LoRA for a policy (--use_peft), or DeepSpeed ZeRO (accelerate_configs/zero2.yaml)")
+
+
+def qlora_workarounds(model) -> None:
+    """QLoRA, by --load_in_4bit/8bit or a checkpoint saved quantized (trl's test): trl casts the adapters to bf16,
+    where an Adam step at a fine-tuning learning rate is below half a unit of most weights' last place and rounds
+    away, so they go back to fp32, as peft makes them (docs/scaling.md). And bitsandbytes on a CPU with AVX512-BF16
+    repacks a 4-bit layer the first time it runs in eval mode (the held-out evaluation) for a matmul with no
+    backward, after which no adapter got a gradient: its plain one trains."""
+    if not (getattr(model, "is_loaded_in_4bit", False) or getattr(model, "is_loaded_in_8bit", False)):
+        return
+    for param in model.parameters():
+        if param.requires_grad:
+            param.data = param.data.float()
+    for module in model.modules():
+        if hasattr(module, "support_avx512bf16_for_cpu"):
+            module.support_avx512bf16_for_cpu = False
 
 
 def check_limits(limits: dict, *settings) -> None:

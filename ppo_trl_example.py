@@ -579,11 +579,11 @@ def stop_token_ids(tokenizer, policy_path: str) -> set[int]:
 
 
 def check_precision(model_args: ModelConfig, training_args, policy: str, value_model: str | None,
-                    trust_remote_code: bool, bf16_compute: str) -> None:
+                    trust_remote_code: bool, bf16_flag: str) -> None:
     """Stop before loading when weights that train would be held in bf16 or fp16 under a plain optimizer: an update
     below a weight's precision (1/256 of it in bf16) rounds away, so at fine-tuning learning rates most updates are
     lost (docs/scaling.md). A value model trains in full; a policy too, but under LoRA, whose adapters are fp32 (peft;
-    under QLoRA grpo_trl_example.py undoes trl's cast to bf16), and whose lora_modules_to_save keep the base's dtype.
+    under QLoRA the GRPO script undoes trl's cast to bf16), and whose lora_modules_to_save keep the base's dtype.
     With --dtype auto each loads in its checkpoint's own dtype (a value model started from a bf16 reward model, as
     TRL's PPO example starts it, is bf16). DeepSpeed trains an fp32 master copy."""
     if training_args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
@@ -599,7 +599,7 @@ def check_precision(model_args: ModelConfig, training_args, policy: str, value_m
         dtype = str(dtype).removeprefix("torch.")
         if dtype in ("bfloat16", "float16"):
             sys.exit(f"error: --dtype {model_args.dtype} would train the {what} ({path}) in {dtype} under a plain "
-                     f"optimizer, which rounds most updates away: use --dtype float32 ({bf16_compute} for bf16 "
+                     f"optimizer, which rounds most updates away: use --dtype float32 ({bf16_flag} for bf16 "
                      "compute), LoRA for a policy (--use_peft), or DeepSpeed ZeRO (accelerate_configs/zero2.yaml)")
 
 
