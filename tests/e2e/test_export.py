@@ -30,8 +30,11 @@ def greedy(eval_json) -> list[str]:
     ("grpo_trl_example.py", ["--max_steps", 3, "--use_peft", "--lora_target_modules", "all-linear",
                              "--load_in_4bit", "true"]),  # QLoRA: merged into its base dequantized
     ("ppo_trl_example.py", ["--total_episodes", 192, "--use_peft", "--lora_target_modules", "all-linear"]),
+    ("ppo_trl_example.py", ["--total_episodes", 192, "--use_peft", "--lora_target_modules", "all-linear",
+                            "--load_in_4bit", "true"]),
     ("grpo_trl_example.py", ["--max_steps", 3]),  # a full fine-tune, saved the same way
-], ids=["grpo-lora", "grpo-qlora", "ppo-lora", "grpo-full"])
+    ("ppo_trl_example.py", ["--total_episodes", 192]),
+], ids=["grpo-lora", "grpo-qlora", "ppo-lora", "ppo-qlora", "grpo-full", "ppo-full"])
 def test_a_merged_model_scores_what_the_runs_model_scored(tmp_path, script, flags):
     """The merged folder alone (the adapter's base is not beside it) gives the run's own "after" greedy completions
     on every held-out prompt, evaluated by --eval_only as the run sampled (its recipe), and its weights moved."""
