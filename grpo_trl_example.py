@@ -182,7 +182,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         sys.exit(f"error: {err}")
     if checks:  # --metric_for_best_model: one the held-out evaluation or TRL's measures, before anything loads
         checks.check_best_metric(training_args, script_args, reward_funcs + eval_reward_funcs,
-                                 tuple(Path(path).name for path in script_args.reward_model_name_or_path))
+                                 tuple(Path(path).name for path in script_args.reward_model_name_or_path),
+                                 reference=training_args.beta != 0 or model_args.use_peft)
     tools = []
     environment_factory = None
     if script_args.tools or script_args.environment_factory:  # GRPOTrainer runs each call and feeds the result back

@@ -429,8 +429,8 @@ class BeforeAfterEval(TrainerCallback):
 
     def ranks_checkpoints(self, args) -> bool:
         """Whether --metric_for_best_model names one of this evaluation's metrics (reward/metric, as eval.json)."""
-        name = (args.metric_for_best_model or "").removeprefix("eval_")
-        return name.partition("/")[0] in [func.__name__ for func in self.reward_funcs] + ["kl"]
+        reward, slash, _ = (args.metric_for_best_model or "").removeprefix("eval_").partition("/")
+        return bool(slash) and reward in [func.__name__ for func in self.reward_funcs] + ["kl"]  # "kl" alone: TRL's
 
     @staticmethod
     def value_at(point: dict, metric: str) -> float:
@@ -452,7 +452,7 @@ class BeforeAfterEval(TrainerCallback):
         last = state.global_step >= state.max_steps  # measured where a held-out metric picks the best: the
         # trainer evaluates at the last step, and the model kept may be another
         if args.eval_strategy != "steps" or not every or (state.global_step % every and not last) or (
-                last and not self.ranks_checkpoints(args)):
+                last and not self.ranks_checkpoints(args)) or state.global_step < getattr(args, "eval_delay", 0):
             return
         measured = self.measure("during training", state.global_step, quiet=True)
         point = {"step": state.global_step, **{key: measured[key] for key in ("metrics", "standard_error", "seconds")},
@@ -460,9 +460,11 @@ class BeforeAfterEval(TrainerCallback):
                                 for func in self.reward_funcs}}  # for the paired change from the best to the last
         self.results["during"] = [p for p in self.results.get("during", []) if p["step"] < point["step"]] + [point]
         self.write(quiet=True)
-        if self.ranks_checkpoints(args):  # the best kept as Trainer keeps its own metrics' best: its checkpoint
-            # saved under --save_strategy best, named by Trainer's _save_checkpoint, kept from rotation, and loaded
-            # at the end by Trainer (GRPO) or `load_best` (PPO)
+        # The best kept as Trainer keeps its own metrics' best: its checkpoint saved under --save_strategy best, named
+        # by Trainer's _save_checkpoint, kept from rotation, and loaded at the end by Trainer (GRPO) or `load_best`
+        # (PPO); under --load_best_model_at_end ranked among the steps saved, so that the best has a checkpoint
+        if self.ranks_checkpoints(args) and (control.should_save or args.save_strategy == "best" or not (
+                args.load_best_model_at_end)):
             value = self.value_at(point, args.metric_for_best_model)
             if state.best_metric is None or (value > state.best_metric if args.greater_is_better else
                                              value < state.best_metric):
@@ -564,10 +566,11 @@ class BeforeAfterEval(TrainerCallback):
         shown = [when for when in ("before", "after", "model") if when in self.results]
         table = format_table({self.label(when): self.results[when] for when in shown},
                              {self.label(when): self.results[f"{when}_standard_error"] for when in shown})
-        computed = " then ".join(dict.fromkeys(self.results.get(f"{when}_computed_in", "?") for when in shown))
+        computed = " then ".join(c for c in dict.fromkeys(self.results.get(f"{when}_computed_in") for when in shown)
+                                 if c) or "?"
         last = self.results[f"{shown[-1]}_per_prompt"]
         alone = [one_answer_alone(func, last, self.dataset, self.tokenizer) for func in self.reward_funcs
-                 if getattr(func, "correctness", False)]
+                 if getattr(func, "correctness", False) and getattr(func, "final_answer", None)]
         print(f"\nheld-out evaluation, {self.settings['source']}, {self.settings['num_prompts']} prompts, computed in "
               f"{computed} (each value ± its standard error over them):\n{table}\n" + "".join(
                   f"  {line}\n" for line in alone if line) + f"  written to {path}" + (f" ({note})" if note else ""))
@@ -584,7 +587,9 @@ def computed_in(model, accelerator) -> str:
     unwrapped, in fp32 under --bf16). The same base model scored differently in the two scripts' "before", with no
     word of precision in the table (issue 83)."""
     mixed = getattr(accelerator, "mixed_precision", "no")
-    if getattr(model, "_original_forward", None) is not None and mixed != "no":
+    # not a PeftModel's: its generate calls the base model's forward, around which accelerate put no autocast
+    if getattr(model, "_original_forward", None) is not None and mixed != "no" and not hasattr(
+            model, "get_base_model"):
         return f"{mixed} autocast"
     sizes = Counter()
     for parameter in model.parameters():
@@ -593,14 +598,16 @@ def computed_in(model, accelerator) -> str:
     return sizes.most_common(1)[0][0] if sizes else "?"
 
 
-def held_out_metrics(reward_funcs, num_samples: int, reward_models: tuple[str, ...] = ()) -> list[str]:
-    """The held-out evaluation's metrics, as eval.json names them (reward/metric): --metric_for_best_model's names."""
+def held_out_metrics(reward_funcs, num_samples: int, reward_models: tuple[str, ...] = (),
+                     reference: bool = True) -> list[str]:
+    """The held-out evaluation's metrics, as eval.json names them (reward/metric): --metric_for_best_model's names;
+    the KL where the trainer holds a `reference`."""
     names = []
     for func in reward_funcs:
         k = max(num_samples, 1)
         names += [f"{func.__name__}/{metric}" for metric in metrics_of(func, [[0.0] * k], [0.0], [[""] * k], k)]
-    return names + [f"{model}/{metric}" for model in reward_models for metric in ("mean_reward", "greedy_reward")] + [
-        "kl/to_reference"]
+    return names + [f"{model}/{metric}" for model in reward_models for metric in ("mean_reward", "greedy_reward")] + (
+        ["kl/to_reference"] if reference else [])
 
 
 def rarely_rewarded(per_prompt: list[dict], trained: tuple[str, ...], share: float = 0.02) -> str | None:

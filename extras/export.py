@@ -43,7 +43,9 @@ def trained_model(run: Path, dtype=torch.float32):
 
     base = PeftConfig.from_pretrained(run).base_model_name_or_path
     quantization = quantization_of(run)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, quantization_config=quantization)
+    revision = run_settings(run).get("model_revision")  # the base's revision the run trained on
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, quantization_config=quantization,
+                                                 revision=revision)
     if quantization is not None:
         model = model.dequantize(dtype=dtype)
     return PeftModel.from_pretrained(model, run).merge_and_unload(), tokenizer
@@ -51,9 +53,10 @@ def trained_model(run: Path, dtype=torch.float32):
 
 def quantization_of(run: Path):
     """The BitsAndBytesConfig a QLoRA run loaded its base with, from its summary.json, or None."""
-    summary = next((folder / "summary.json" for folder in (run, run.parent) if (folder / "summary.json").exists()),
-                   None)
-    settings = json.loads(summary.read_text())["model_args"] if summary else {}
+    settings = run_settings(run)
+    if not settings:  # a run that did not finish writes none: its adapter is merged into the base as it is
+        print(f"no summary.json beside {run}: the adapter merges into its base as saved (a QLoRA adapter's base "
+              "would be quantized first: finish or resume its run for its summary.json)")
     if not (settings.get("load_in_4bit") or settings.get("load_in_8bit")):
         return None
     from trl import ModelConfig, get_quantization_config
@@ -186,7 +189,7 @@ def run_settings(path: Path) -> dict:
     folder = path.parent if path.is_file() else path
     summary = next((f / "summary.json" for f in (folder, folder.parent) if (f / "summary.json").exists()), None)
     run = json.loads(summary.read_text()) if summary else {}
-    return {**run.get("training_args", {}), **run.get("script_args", {})}
+    return {**run.get("model_args", {}), **run.get("training_args", {}), **run.get("script_args", {})}
 
 
 def chat(model, tokenizer, settings: dict, prompts: list[str]) -> None:
@@ -197,6 +200,8 @@ def chat(model, tokenizer, settings: dict, prompts: list[str]) -> None:
     length = settings.get("max_completion_length") or settings.get("response_length") or 256
     sampling = {key: settings[key] for key in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
                 if settings.get(key) is not None}
+    if "response_length" in settings:  # PPO's: trl 1.12 samples with no top-k or top-p, whatever the model's config
+        sampling |= {"top_k": 0, "top_p": 1.0}
     print(f"sampling as the run did: {sampling}, up to {length} tokens" if settings else
           f"sampling at the model's defaults, up to {length} tokens (no summary.json beside it)")
     model.eval()
@@ -237,9 +242,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {args.run}: no such run folder or file")
     if args.chat is not None and args.run.suffix == ".gguf":
         return chat(*gguf_model(args.run), run_settings(args.run), args.chat)
-    merged = new_path(args.out or args.run / "merged") if args.merge else None
-    # in a folder of its own, where transformers reads it (a run's adapter_config.json would send it to the base)
-    gguf_file = new_path(args.out or args.run / "gguf" / f"model-{args.gguf}.gguf") if args.gguf else None
+    # Beside a checkpoint, not in it (it is the run's, and listed as it is: docs/outputs.md); GGUF in a folder of its
+    # own, where transformers reads it (a run's adapter_config.json would send it to the base)
+    checkpoint = args.run.name.startswith("checkpoint-")
+    folder, name = (args.run.parent, f"-{args.run.name}") if checkpoint else (args.run, "")
+    merged = new_path(args.out or folder / f"merged{name}") if args.merge else None
+    gguf_file = new_path(args.out or folder / "gguf" / f"model{name}-{args.gguf}.gguf") if args.gguf else None
     model, tokenizer = trained_model(args.run)
     if merged:
         merge(model, tokenizer, merged)

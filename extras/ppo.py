@@ -241,7 +241,8 @@ class Resumed(transformers.TrainerCallback):
         # the best checkpoint so far, by --metric_for_best_model (the held-out evaluation's)
         state.best_metric = self.saved.best_metric
         state.best_global_step = self.saved.best_global_step
-        state.best_model_checkpoint = self.saved.best_model_checkpoint
+        kept = self.saved.best_model_checkpoint  # as Trainer's resume: not a checkpoint moved away since
+        state.best_model_checkpoint = kept if kept and Path(kept).is_dir() else None
         args.num_total_batches -= self.saved.global_step  # the loop's count, read after this callback
         # The loop counts updates from 1 again: TRL's sample tables are asked for at every update, and shown at the
         # updates where the whole run's count says
