@@ -105,15 +105,20 @@ SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max
             "dataset_test_split", "seed")
 
 
-def as_the_run_sampled(summary: Path, values, defaults: dict) -> dict:
-    """The run's value of each SAMPLING option that `values` leave at the parser's `defaults` and the run did not."""
+def run_settings(summary: Path) -> dict:
+    """A run's options, model's, trainer's and script's in one dict, from its summary.json; {} where it has none."""
     import json
 
     try:
         run = json.loads(summary.read_text())
-        settings = {**run["model_args"], **run["training_args"], **run["script_args"]}
+        return {**run["model_args"], **run["training_args"], **run["script_args"]}
     except (OSError, ValueError, KeyError):
         return {}
+
+
+def as_the_run_sampled(summary: Path, values, defaults: dict) -> dict:
+    """The run's value of each SAMPLING option that `values` leave at the parser's `defaults` and the run did not."""
+    settings = run_settings(summary)
     return {key: settings[key] for key in SAMPLING if key in settings and key in defaults
             and getattr(values, key) == defaults[key] and settings[key] != defaults[key]}
 

@@ -424,8 +424,7 @@ class BeforeAfterEval(TrainerCallback):
         if self.accelerator.is_main_process and not quiet:
             print(f"evaluated ({when}) in {seconds:.0f} s")
         return {"metrics": metrics, "per_prompt": per_prompt, "computed_in": computed, "seconds": seconds,
-                "standard_error": standard_errors(self.reward_funcs, per_prompt, s["num_samples"]),
-                "k": s["num_samples"]}
+                "standard_error": standard_errors(self.reward_funcs, per_prompt, s["num_samples"])}
 
     def ranks_checkpoints(self, args) -> bool:
         """Whether --metric_for_best_model names one of this evaluation's metrics (reward/metric, as eval.json)."""
@@ -456,8 +455,10 @@ class BeforeAfterEval(TrainerCallback):
             return
         measured = self.measure("during training", state.global_step, quiet=True)
         point = {"step": state.global_step, **{key: measured[key] for key in ("metrics", "standard_error", "seconds")},
-                 "per_prompt": {func.__name__: per_prompt_metrics(func, measured["per_prompt"], measured["k"])
-                                for func in self.reward_funcs}}  # for the paired change from the best to the last
+                 # each prompt's own figures, for the paired change from the best point to the last
+                 "per_prompt": {func.__name__: per_prompt_metrics(func, measured["per_prompt"],
+                                                                  self.settings["num_samples"])
+                                for func in self.reward_funcs}}
         self.results["during"] = [p for p in self.results.get("during", []) if p["step"] < point["step"]] + [point]
         self.write(quiet=True)
         # The best kept as Trainer keeps its own metrics' best: its checkpoint saved under --save_strategy best, named

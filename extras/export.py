@@ -42,18 +42,17 @@ def trained_model(run: Path, dtype=torch.float32):
     from peft import PeftConfig, PeftModel
 
     base = PeftConfig.from_pretrained(run).base_model_name_or_path
-    quantization = quantization_of(run)
-    revision = run_settings(run).get("model_revision")  # the base's revision the run trained on
+    settings = run_settings(run)
+    quantization = quantization_of(run, settings)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, quantization_config=quantization,
-                                                 revision=revision)
+                                                 revision=settings.get("model_revision"))  # the run's base
     if quantization is not None:
         model = model.dequantize(dtype=dtype)
     return PeftModel.from_pretrained(model, run).merge_and_unload(), tokenizer
 
 
-def quantization_of(run: Path):
-    """The BitsAndBytesConfig a QLoRA run loaded its base with, from its summary.json, or None."""
-    settings = run_settings(run)
+def quantization_of(run: Path, settings: dict):
+    """The BitsAndBytesConfig a QLoRA run loaded its base with, from its summary.json's `settings`, or None."""
     if not settings:  # a run that did not finish writes none: its adapter is merged into the base as it is
         print(f"no summary.json beside {run}: the adapter merges into its base as saved (a QLoRA adapter's base "
               "would be quantized first: finish or resume its run for its summary.json)")
@@ -80,11 +79,12 @@ def merge(model, tokenizer, out: Path) -> None:
           f"transformers, TRL and these scripts load (--model_name_or_path {out})")
 
 
-def pre_tokenizer(tokenizer, model_type: str) -> str:
-    """llama.cpp's name for how the tokenizer splits text before its merges, read from tokenizer.json."""
+def pre_tokenizer(backend: dict, model_type: str) -> str:
+    """llama.cpp's name for how the tokenizer splits text before its merges, read from its tokenizer.json
+    (`backend`)."""
     if model_type == "qwen2":
         return "qwen2"
-    pre = json.loads(tokenizer.backend_tokenizer.to_str()).get("pre_tokenizer") or {}
+    pre = backend.get("pre_tokenizer") or {}
     parts = pre.get("pretokenizers", [pre])
     kinds = [(part.get("type"), part.get("individual_digits"), part.get("use_regex")) for part in parts]
     if kinds == [("ByteLevel", None, True)]:
@@ -144,7 +144,7 @@ def write_gguf(model, tokenizer, out: Path, kind: str) -> None:
              gguf.TokenType.USER_DEFINED if i in added else gguf.TokenType.NORMAL for i in range(rows)]
     writer.add_vocab_size(rows)
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre(pre_tokenizer(tokenizer, config.model_type))
+    writer.add_tokenizer_pre(pre_tokenizer(backend, config.model_type))
     writer.add_token_list(tokens)
     writer.add_token_types(kinds)
     with tempfile.TemporaryDirectory() as folder:
@@ -186,10 +186,10 @@ def gguf_model(path: Path):
 def run_settings(path: Path) -> dict:
     """The settings of the run whose summary.json is in `path`'s folder (or, for a checkpoint or a file, its
     parent's), {} where none is."""
+    from extras.cli import run_settings as read
+
     folder = path.parent if path.is_file() else path
-    summary = next((f / "summary.json" for f in (folder, folder.parent) if (f / "summary.json").exists()), None)
-    run = json.loads(summary.read_text()) if summary else {}
-    return {**run.get("model_args", {}), **run.get("training_args", {}), **run.get("script_args", {})}
+    return read(folder / "summary.json") or read(folder.parent / "summary.json")
 
 
 def chat(model, tokenizer, settings: dict, prompts: list[str]) -> None:
