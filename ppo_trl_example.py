@@ -311,7 +311,7 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     if run_folder:  # checkpoints.json: the folder claimed as training begins, and what each checkpoint holds
         run_folder.keep_record(trainer)
     if outputs:  # metrics.jsonl, completions.jsonl, short logs, the no-signal watchdog; the clock
-        start = outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
+        outputs.record(trainer, script_args, samples=lambda: trainer.latest_records)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
 
     ################
@@ -320,11 +320,9 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     policy.generation_config = shipped_generation_config
     trainer.save_model(training_args.output_dir)  # the policy alone, or its LoRA adapter, and the tokenizer
     if outputs:  # summary.json, reward_curve.png, training_curves.png and the closing summary
-        outputs.summarize(trainer, start, [script_args, training_args, model_args], "PPO",
-                          evaluation and evaluation.results)
-    # Every process waits for the main one to write, then all leave together: an early exit can take the rest down
-    trainer.accelerator.wait_for_everyone()
-    trainer.accelerator.end_training()
+        outputs.summarize(trainer, [script_args, training_args, model_args], "PPO", evaluation and evaluation.results)
+    trainer.accelerator.wait_for_everyone()  # for the main process's writing: an early exit can take the rest down
+    trainer.end()  # the trackers finished, the process group destroyed
 
 
 class RewardAdapter(nn.Module):

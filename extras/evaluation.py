@@ -341,7 +341,7 @@ def evaluate_only(trainer, dataset, source: str, reward_funcs: list, script_args
     it in: accelerate's prepare, which train() would call, puts --bf16's autocast on its forward."""
     trainer.model_wrapped = trainer.accelerator.prepare_model(trainer.model, evaluation_mode=True)
     for_grpo(trainer, dataset, source, reward_funcs, script_args).evaluate_only(trainer.state.global_step)
-    trainer.accelerator.end_training()
+    trainer.end()
 
 
 def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> "BeforeAfterEval":

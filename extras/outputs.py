@@ -379,7 +379,7 @@ def reward_maximum(reward_funcs: list, weights: list[float]) -> float | None:
 def record(trainer, script_args, beta: float | None = None, samples: Callable[[], list[dict]] | None = None):
     """Add the run's records to `trainer`: metrics.jsonl and completions.jsonl (a GRPOTrainer's last generation batch,
     unless `samples` gives a PPO run's completions), short logs, and the no-signal watchdog (`beta`: GRPO's KL
-    coefficient). Says how the run is spread over processes, and starts the clock."""
+    coefficient). Says how the run is spread over processes, and starts the clock (StartLines')."""
     tidy(trainer)
     ppo = samples is not None
     if ppo:  # trl 1.12's train() prints "===training policy===" through it, which says nothing about the run
@@ -398,7 +398,6 @@ def record(trainer, script_args, beta: float | None = None, samples: Callable[[]
     trainer.add_callback(DriftWatch(ppo=ppo))
     print_distributed_mode(trainer)
     trainer.callback_handler.callbacks.insert(0, StartLines(trainer))  # before the held-out evaluation's table
-    return time.perf_counter()  # the clock for summary.json's runtime
 
 
 class StartLines(TrainerCallback):
@@ -409,6 +408,7 @@ class StartLines(TrainerCallback):
 
     def __init__(self, trainer):
         self.trainer = weakref.ref(trainer)  # a callback outlives nothing of the run's
+        self.started = time.perf_counter()
         self.ends = []  # when the first two steps ended
         self.first_step = 0  # where training began: a resumed run's checkpoint
 
@@ -855,12 +855,13 @@ def plot(history: list[dict], reward_keys: list[str], out: Path, title: str, eva
     return [p for p in paths if p.exists()]
 
 
-def summarize(trainer, started: float, args: list, title: str, evaluation: dict | None):
+def summarize(trainer, args: list, title: str, evaluation: dict | None):
     """summary.json, the plots, and the closing summary printed, from the trainer's log_history: the reward's first and
     last 20%, held-out before -> after where it ran, where everything is. Call it on every process (each one's
     parameters are gathered)."""
     held = held_parameters(trainer)
-    runtime = time.perf_counter() - started
+    clock = next(c for c in trainer.callback_handler.callbacks if isinstance(c, StartLines))
+    runtime = time.perf_counter() - clock.started
     if not trainer.accelerator.is_main_process:
         return
     import accelerate
@@ -905,7 +906,7 @@ def summarize(trainer, started: float, args: list, title: str, evaluation: dict 
     plots = plot(logs, reward_keys, out, title, evaluation)
     fmt = lambda value: "-" if value is None else f"{value:.3f}"  # noqa: E731
     steps = plural(trainer.state.global_step, "step")
-    began = next((c.first_step for c in trainer.callback_handler.callbacks if isinstance(c, StartLines)), 0)
+    began = clock.first_step
     part = (f", the {plural(trainer.state.global_step - began, 'step')} after step {began} in {runtime:.1f}s (it "
             "resumed there)" if began else f" in {runtime:.1f}s")
     if evaluation:  # what this run's held-out evaluations took of it: a resumed run's kept "before" took none
