@@ -417,10 +417,6 @@ def parse_args(args: list[str] | None = None) -> tuple:
     training_args.report_to = [n.strip() for e in training_args.report_to for n in e.split(",") if n.strip()]
     if isinstance(model_args.lora_target_modules, str) and model_args.lora_target_modules.isidentifier():
         model_args.lora_target_modules = [model_args.lora_target_modules]  # q_proj: every q_proj
-    if script_args.eval_only:  # the model as it is: no adapter of ours, no reference, no vLLM, no checkpoint
-        model_args.use_peft = False
-        training_args.beta = 0.0
-        training_args.use_vllm = False
     return script_args, training_args, model_args
 
 

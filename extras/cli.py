@@ -85,7 +85,7 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
             print(f"{config['output_dir']} holds files already: this run writes to {folder} (--output_dir names "
                   "another)")
     try:
-        return parser.parse_args_into_dataclasses(args=args)  # the recipe's values are the parser's defaults
+        parsed = parser.parse_args_into_dataclasses(args=args)  # the recipe's values are the parser's defaults
     except ValueError as err:  # GRPOConfig's batch check says what is wrong, not what would be right
         if not (found := re.search(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)",
                                    str(err))):
@@ -95,6 +95,11 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
         sys.exit(f"error: {err} The generation batch is per_device_train_batch_size x processes x "
                  f"steps_per_generation completions: on one process, --per_device_train_batch_size {sizes}, or "
                  "change --num_generations.")
+    if values.eval_only and config_class == "GRPOConfig":  # GRPOTrainer loads the model as it is: no adapter of
+        parsed[2].use_peft = False  # ours, no reference, no vLLM (PPO's --eval_only builds no trainer)
+        parsed[1].beta = 0.0
+        parsed[1].use_vllm = False
+    return parsed
 
 
 # What a run's held-out evaluation samples with, and on which prompts: --eval_only of the run's folder takes the run's

@@ -404,7 +404,7 @@ class StartLines(TrainerCallback):
     """What a run says as training starts, when DeepSpeed has put the model in its training dtypes: the precision it
     trains in (`precision`: summary.json's `weights` is the same record) and its length in steps and completions;
     and, when its second step ends, about how long the rest will take at that step's pace (the first holds
-    warm-up)."""
+    warm-up). It keeps the run's clock, from when the records were added, for summary.json's runtime."""
 
     def __init__(self, trainer):
         self.trainer = weakref.ref(trainer)  # a callback outlives nothing of the run's
