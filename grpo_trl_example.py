@@ -90,19 +90,16 @@ REFUSED = {
     "gradient_checkpointing_kwargs": "it is the old name of --activation_checkpointing_kwargs: set that",
 }
 
-# Values outside what GRPO means, each refused in one sentence before anything loads (a negative beta trained, as a KL
-# bonus): the option, whether a value is within it, and what it must be
+# Values outside what GRPO means, which would train silently wrong (a negative beta trained, as a KL bonus), each
+# refused in one sentence before anything loads: the option, whether a value is within it, and what it must be
 LIMITS = {
     "learning_rate": (lambda v: v > 0, "above 0"),
     "beta": (lambda v: v >= 0, "0 or more: the KL penalty's weight (0 leaves the reference out)"),
     "temperature": (lambda v: v > 0, "above 0: sampling's temperature (1 samples the model as it is)"),
     "top_p": (lambda v: 0 < v <= 1, "above 0 and at most 1"),
-    "repetition_penalty": (lambda v: v > 0, "above 0 (1: none)"),
     "epsilon": (lambda v: v >= 0, "0 or more: the clip range's lower side, 1 - epsilon"),
     "epsilon_high": (lambda v: v >= 0, "0 or more: the clip range's upper side, 1 + epsilon_high"),
     "num_iterations": (lambda v: v >= 1, "1 or more: the updates each generation serves"),
-    "max_completion_length": (lambda v: v >= 1, "1 or more tokens"),
-    "eval_num_samples": (lambda v: v >= 0, "0 (no held-out evaluation) or more samples per prompt"),
 }
 
 
@@ -136,7 +133,7 @@ class GRPOScriptArguments(ScriptArguments, RewardArguments):
 
 def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig):
     set_seed(training_args.seed)  # before anything random: GRPOTrainer makes a LoRA adapter before it seeds
-    check_limits(LIMITS, script_args, training_args)
+    check_limits(LIMITS | (checks.LIMITS if checks else {}), script_args, training_args)
     if model_args.model_name_or_path is None:  # TRL's default; with extras/, a run that names none is the default run
         sys.exit(f"error: --model_name_or_path is missing: name your model (a hub id or a folder); a run that names "
                  f"none is the default run, which reads {DEFAULT_RECIPE.relative_to(DEFAULT_RECIPE.parents[2])} and "

@@ -111,8 +111,8 @@ REFUSED = {
     "model_adapter_name": "PPOTrainer reads it only with --ref_adapter_name, which is refused",
 }
 
-# Values outside what PPO means, each refused in one sentence before anything loads (a negative kl_coef trains, as a KL
-# bonus): the option, whether a value is within it, and what it must be
+# Values outside what PPO means, which would train silently wrong (a negative kl_coef trains, as a KL bonus), each
+# refused in one sentence before anything loads: the option, whether a value is within it, and what it must be
 LIMITS = {
     "learning_rate": (lambda v: v > 0, "above 0"),
     "kl_coef": (lambda v: v >= 0, "0 or more: the per-token KL penalty's weight"),
@@ -124,10 +124,7 @@ LIMITS = {
     "lam": (lambda v: 0 <= v <= 1, "between 0 and 1: GAE's lambda"),
     "missing_eos_penalty": (lambda v: v >= 0, "0 or more: subtracted from a completion that never stopped"),
     "num_ppo_epochs": (lambda v: v >= 1, "1 or more passes over each rollout"),
-    "num_mini_batches": (lambda v: v >= 1, "1 or more"),
-    "response_length": (lambda v: v >= 1, "1 or more tokens"),
     "total_episodes": (lambda v: v >= 1, "1 or more prompts"),
-    "eval_num_samples": (lambda v: v >= 0, "0 (no held-out evaluation) or more samples per prompt"),
 }
 
 
@@ -153,7 +150,7 @@ class PPOScriptArguments(ScriptArguments, RewardArguments):
 
 def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig):
     set_seed(training_args.seed)  # before any weights load: it fixes the value head's, and an added pad token's, start
-    check_limits(LIMITS, script_args, training_args)
+    check_limits(LIMITS | (checks.LIMITS if checks else {}), script_args, training_args)
     policy_path = training_args.sft_model_path or model_args.model_name_or_path  # TRL's name for it, or ours
     if policy_path is None:  # with extras/, a run that names none is the default run
         sys.exit(f"error: --model_name_or_path is missing: name your model (a hub id or a folder); a run that names "

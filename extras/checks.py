@@ -13,6 +13,17 @@ import torch
 
 DATA_FILES = (".jsonl", ".json", ".csv", ".parquet")  # what the scripts' load_prompts reads as a file
 
+# Values the libraries refuse themselves, but only once the models have loaded (transformers' generation, PPOTrainer's
+# batch split), and one only the extras read: with the script's LIMITS, which would train silently wrong, its
+# check_limits refuses them before anything loads
+LIMITS = {
+    "repetition_penalty": (lambda v: v > 0, "above 0 (1: none)"),  # GRPO's
+    "max_completion_length": (lambda v: v >= 1, "1 or more tokens"),  # GRPO's
+    "response_length": (lambda v: v >= 1, "1 or more tokens"),  # PPO's
+    "num_mini_batches": (lambda v: v >= 1, "1 or more"),  # PPO's
+    "eval_num_samples": (lambda v: v >= 0, "0 (no held-out evaluation) or more samples per prompt"),
+}
+
 
 def check(script_args, training_args, model_args) -> None:
     """The run's paths, models, launch and packages, before anything loads: each mistake one `error:` line."""
