@@ -116,6 +116,7 @@ class GRPOScriptArguments(ScriptArguments, RewardArguments):
         "help": "The gold answer's column, if it is not `answer`: renamed `answer`, which `accuracy` reads."})
     system_prompt: str | None = field(default=None, metadata={
         "help": "A system message put before every prompt, in place of any system message the prompt has."})
+    # Read by extras/ alone: the held-out evaluation, tool calling and the no-signal watchdog
     eval_num_samples: int = field(default=0, metadata={
         "help": "K > 0: sample K completions and one greedy per held-out prompt before and after training, and report "
                 "pass@1, pass@K, maj@K and greedy accuracy (eval.json). Needs extras/."})

@@ -139,13 +139,14 @@ class PPOScriptArguments(ScriptArguments, RewardArguments):
     dataset_answer_column: str | None = field(default=None, metadata={"help": "The gold's, renamed `answer`."})
     system_prompt: str | None = field(default=None, metadata={
         "help": "A system message put before every prompt, in place of any system message the prompt has."})
+    tools: list[str] = field(default_factory=list, metadata={"help": "Refused: tool calling is GRPO's."})
+    environment_factory: str | None = field(default=None, metadata={"help": "Refused, as --tools."})
+    # Read by extras/ alone: the held-out evaluation and the no-signal watchdog
     eval_num_samples: int = field(default=0, metadata={"help": "K > 0: held-out pass@K before and after (extras/)."})
     eval_max_prompts: int = field(default=256, metadata={"help": "Evaluate at most this many held-out prompts."})
     eval_only: bool = field(default=False, metadata={"help": "Evaluate --model_name_or_path (or its adapter) only."})
     no_signal_patience: int = field(default=5, metadata={"help": "Warn after this many updates without signal."})
     stop_on_no_signal: bool = field(default=False, metadata={"help": "Stop cleanly at that warning."})
-    tools: list[str] = field(default_factory=list, metadata={"help": "Refused: tool calling is GRPO's."})
-    environment_factory: str | None = field(default=None, metadata={"help": "Refused, as --tools."})
 
 
 def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: ModelConfig):
