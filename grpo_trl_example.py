@@ -73,9 +73,9 @@ from trl import (GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParse
 from rewards import RewardArguments, check_columns, check_reward_model, get_reward_funcs
 
 if runtime:  # one-sentence checks, a readable --help and the default run; the run's folder, records and plots
-    from extras import checks, cli, outputs, run_folder
+    from extras import checks, cli, outputs, run_folder, summary
 else:
-    checks = cli = outputs = run_folder = None
+    checks = cli = outputs = run_folder = summary = None
 
 # A run that names no model, with extras/: the bundled tiny model learning addition, as --config would read it
 DEFAULT_RECIPE = Path(__file__).resolve().parent / "recipes" / "tiny" / "grpo.yaml"
@@ -239,8 +239,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     # Save
     ################
     trainer.save_model(training_args.output_dir)  # the model, or only the LoRA adapter
-    if outputs:  # summary.json, reward_curve.png, training_curves.png and the closing summary
-        outputs.summarize(trainer, [script_args, training_args, model_args], "GRPO", evaluation and evaluation.results)
+    if summary:  # summary.json, reward_curve.png, training_curves.png and the closing summary
+        summary.write(trainer, [script_args, training_args, model_args], "GRPO", evaluation and evaluation.results)
     trainer.accelerator.wait_for_everyone()  # for the main process's writing: an early exit can take the rest down
     trainer.end()  # the trackers finished, the process group destroyed
 
@@ -436,8 +436,8 @@ def parse_without_extras(args: list[str] | None) -> tuple:
     print(f"extras/ is not beside {Path(__file__).name}: no summary.json, records, plots, held-out evaluation, "
           "no-signal warning or one-sentence checks")
     parsed = parse_refusing(make_parser(), REFUSED, args)
-    if parsed[0].stop_on_no_signal:  # the no-signal watchdog, which would stop the run, is extras/outputs.py's
-        extra("outputs", "--stop_on_no_signal")
+    if parsed[0].stop_on_no_signal:  # the no-signal watchdog, which would stop the run, is extras/watchdogs.py's
+        extra("watchdogs", "--stop_on_no_signal")
     if str(parsed[1].resume_from_checkpoint).lower() in ("last", "true"):  # the newest complete checkpoint, which
         extra("run_folder", f"--resume_from_checkpoint {parsed[1].resume_from_checkpoint}")  # run_folder.py finds
     if parsed[1].save_total_limit and list(Path(parsed[1].output_dir).glob("checkpoint-*")):  # transformers' rotation

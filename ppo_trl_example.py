@@ -89,9 +89,9 @@ with warnings.catch_warnings():  # PPOTrainer is in trl.experimental in trl 1.12
 # With extras/: one-sentence checks, a readable --help and the default run; the run's folder, records and plots; and
 # PPO's own (extras/ppo.py)
 if runtime:
-    from extras import checks, cli, outputs, ppo as extras_ppo, run_folder
+    from extras import checks, cli, outputs, ppo as extras_ppo, run_folder, summary
 else:
-    checks = cli = outputs = extras_ppo = run_folder = None
+    checks = cli = outputs = extras_ppo = run_folder = summary = None
 
 # A run that names no model, with extras/: the bundled tiny model learning addition, as --config would read it
 DEFAULT_RECIPE = Path(__file__).resolve().parent / "recipes" / "tiny" / "ppo.yaml"
@@ -317,8 +317,8 @@ def main(script_args: PPOScriptArguments, training_args: PPOConfig, model_args: 
     ################
     policy.generation_config = shipped_generation_config
     trainer.save_model(training_args.output_dir)  # the policy alone, or its LoRA adapter, and the tokenizer
-    if outputs:  # summary.json, reward_curve.png, training_curves.png and the closing summary
-        outputs.summarize(trainer, [script_args, training_args, model_args], "PPO", evaluation and evaluation.results)
+    if summary:  # summary.json, reward_curve.png, training_curves.png and the closing summary
+        summary.write(trainer, [script_args, training_args, model_args], "PPO", evaluation and evaluation.results)
     trainer.accelerator.wait_for_everyone()  # for the main process's writing: an early exit can take the rest down
     trainer.end()  # the trackers finished, the process group destroyed
 
@@ -704,8 +704,8 @@ def parse_without_extras(args: list[str] | None) -> tuple:
     print(f"extras/ is not beside {Path(__file__).name}: no summary.json, records, plots, held-out evaluation, "
           "no-signal warning, DeepSpeed, resume or one-sentence checks")
     parsed = parse_refusing(make_parser(), REFUSED, args)
-    if parsed[0].stop_on_no_signal:  # the no-signal watchdog, which would stop the run, is extras/outputs.py's
-        extra("outputs", "--stop_on_no_signal")
+    if parsed[0].stop_on_no_signal:  # the no-signal watchdog, which would stop the run, is extras/watchdogs.py's
+        extra("watchdogs", "--stop_on_no_signal")
     if parsed[1].save_total_limit and list(Path(parsed[1].output_dir).glob("checkpoint-*")):  # transformers' rotation
         extra("run_folder", "--save_total_limit in a folder with checkpoints")  # takes any: run_folder.py knows whose
     return parsed

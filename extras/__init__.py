@@ -7,7 +7,10 @@
     checks.py        the run's paths, models, launch and packages, checked before anything loads
     run_folder.py    --output_dir: a new folder, or the run it holds continued; nothing removed the run did not write
     evaluation.py    held-out pass@k, maj@k and greedy accuracy before and after training (--eval_num_samples)
-    outputs.py       metrics.jsonl, completions.jsonl, summary.json, the plots, short logs, the no-signal watchdog
+    outputs.py       what a run records as it trains: metrics.jsonl, completions.jsonl, short logs, how it starts
+    watchdogs.py     the warnings while it trains: no learning signal, one answer to every prompt, a runaway KL
+    plots.py         reward_curve.png and training_curves.png
+    summary.py       the end of a run: summary.json, the plots and the closing summary
     tools.py         tool-calling GRPO (--tools, --environment_factory)
     code_sandbox.py  the `code` reward's sandbox
     ppo.py           PPO's checks, evaluation, DeepSpeed, resume and stop on request, which trl 1.12's PPOTrainer lacks

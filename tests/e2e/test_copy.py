@@ -68,7 +68,7 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
              ("--resume_from_checkpoint", "last", "ppo" if ppo else "run_folder"),
              ("--save_total_limit", 1, "run_folder")]  # whose rotation takes a checkpoint-* of the user's
     needs += [] if ppo else [("--resume_from_checkpoint", "true", "run_folder")]  # it failed after loading
-    needs += [("--stop_on_no_signal", "true", "outputs")] + ([] if ppo else [("--tools", "calculator", "tools")])
+    needs += [("--stop_on_no_signal", "true", "watchdogs")] + ([] if ppo else [("--tools", "calculator", "tools")])
     (tmp_path / "no" / "checkpoint-1-best").mkdir(parents=True)
     for flag, value, extra in needs:
         refused = run_script(script, "--config", mine / "recipe.yaml", flag, value, "--output_dir", tmp_path / "no",

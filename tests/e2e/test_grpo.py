@@ -242,7 +242,8 @@ def test_default_run_learns(tmp_path):
     lines = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in imported
              if p.is_relative_to(REPO) and p.relative_to(REPO).parts[0] in (SCRIPT, "rewards.py", "extras")}
     assert set(lines) == {SCRIPT, "rewards.py", "extras/__init__.py", "extras/checks.py", "extras/cli.py",
-                          "extras/evaluation.py", "extras/outputs.py", "extras/run_folder.py", "extras/runtime.py"}
+                          "extras/evaluation.py", "extras/outputs.py", "extras/plots.py", "extras/run_folder.py",
+                          "extras/runtime.py", "extras/summary.py", "extras/watchdogs.py"}
     print(f"the default run imports {sum(lines.values())} lines of the project's Python: {lines}")  # a figure
 
 
@@ -430,7 +431,7 @@ def test_the_closing_summary_says_when_a_run_made_the_policy_worse(tmp_path, scr
     logged = [m for m in read_jsonl(out / "metrics.jsonl") if "heldout/accuracy/pass@1" in m]
     assert [(m["step"], m["heldout/accuracy/pass@1"]) for m in logged] == [
         (middle["step"], middle["metrics"]["accuracy"]["pass@1"])]
-    from extras.outputs import held_out_curve
+    from extras.plots import held_out_curve
 
     assert [step for step, _, _ in held_out_curve(report)[2]] == [0, middle["step"], report["after_step"]]
     change = report["change"]["accuracy"]["pass@1"]

@@ -253,7 +253,7 @@ def test_a_change_is_weighed_against_the_error_of_the_prompts_own_changes():
 
 
 def test_the_closing_summary_says_whether_a_change_beats_twice_its_error():
-    from extras.outputs import change_of, worse
+    from extras.summary import change_of, worse
 
     assert change_of({"change": 0.106, "standard_error": 0.046}, 20).endswith("better, by more than twice its error")
     assert change_of({"change": 0.05, "standard_error": 0.046}, 20).endswith("within twice its error: no change shown")

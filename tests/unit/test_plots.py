@@ -7,7 +7,7 @@ import matplotlib.container
 import matplotlib.figure
 import pytest
 
-from extras.outputs import plot
+from extras.plots import plot
 
 # Logs as the scripts record them in metrics.jsonl. GRPO: `kl`, `completions/mean_length`; PPO: `objective/kl`.
 # A reward that scored nothing at a step is logged as None there; eval logs carry only `eval_*` keys.
@@ -67,7 +67,7 @@ def test_training_curves_draw_each_logged_series(tmp_path, figures, history, rew
 def test_reward_curve_draws_the_total_each_reward_and_the_eval_reward(tmp_path, figures):
     """The training reward as logged and as a moving average; each reward function's average where there are
     several; TRL's eval reward; whole steps on the axis."""
-    from extras.outputs import smoothed
+    from extras.plots import smoothed
 
     keys = ["rewards/accuracy/mean", "rewards/format/mean"]
     plot(GRPO_LOGS, keys, tmp_path, "GRPO", None)

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from extras.outputs import NoSignalWatchdog
+from extras.watchdogs import NoSignalWatchdog
 
 STATE = SimpleNamespace(is_world_process_zero=True, global_step=3)
 
@@ -60,7 +60,7 @@ def test_a_kl_that_runs_away_while_the_reward_falls_is_said_once(ppo, capsys):
     """Issue 75: a PPO run whose KL to the reference reached 2.1, then 3.7, while its reward fell and its held-out
     pass@1 went from 0.087 to 0.013, said nothing while it trained. A KL that rises while the reward rises, or holds
     within its noise (the default GRPO run's, at step 170), is a run learning: no alarm."""
-    from extras.outputs import DriftWatch
+    from extras.watchdogs import DriftWatch
 
     key, scale = ("objective/kl", 1.0) if ppo else ("kl", 0.1)
     climbing = [{key: scale * k, "reward": r} for k, r in [(0.5, 0.36), (0.6, 0.35), (0.7, 0.37), (0.8, 0.36),
@@ -90,7 +90,8 @@ def test_a_policy_that_gives_one_answer_to_every_prompt_is_said_to_have_collapse
     """Issue 83: a GRPO run gave `<answer>1</answer>` to all 16 prompts for its last 43 steps, and nothing said so. One
     answer to every prompt of the batch for `patience` logs is said once while training, and in the closing summary
     while it lasts; a group of one prompt's completions alike, or answers that differ, is no collapse."""
-    from extras.outputs import OneAnswer, one_answer
+    from extras.summary import one_answer
+    from extras.watchdogs import OneAnswer
 
     batches = iter([])
     watch = OneAnswer(lambda: next(batches), patience=3, ppo=ppo)
