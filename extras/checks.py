@@ -230,7 +230,7 @@ def check_best_metric(training_args, script_args, reward_funcs: list, reward_mod
     eval.json names it (reward/metric), or for GRPO one of TRL's own evaluation's; else one line listing them.
     `reward_funcs`: the training and --eval_reward_funcs rewards; `reward_models`: the names of GRPO's; `reference`:
     whether the trainer holds one (GRPO at beta 0 without LoRA does not), for the KL to it."""
-    from extras.evaluation import held_out_metrics
+    from extras.during_training import held_out_metrics
 
     metric = training_args.metric_for_best_model
     if metric is None:

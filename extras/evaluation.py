@@ -1,12 +1,12 @@
-"""Held-out evaluation before and after training (--eval_num_samples K), and during it (--eval_strategy steps), as
+"""Held-out evaluation before and after training (--eval_num_samples K; during it: extras/during_training.py), as
 docs/evaluation.md describes: K samples per prompt drawn as training draws them (its GenerationConfig, stop tokens
 and prompt ids) plus one greedy, on each process's slice, scored by the training rewards and --eval_reward_funcs:
 pass@1, pass@K, maj@K and greedy accuracy for a correctness reward (`rewards.reads`), means for the others; and,
-where the trainer holds a reference, the sampled completions' KL to it. --metric_for_best_model ranks the points
-during training, for the checkpoint a run keeps. --eval_only: a saved model or adapter evaluated once, as a run
-evaluates its policy (GRPO's here; PPO's in extras/ppo.py)."""
+where the trainer holds a reference, the sampled completions' KL to it. --eval_only: a saved model or adapter
+evaluated once, as a run evaluates its policy (GRPO's here; PPO's in extras/ppo.py)."""
 
 import copy
+import functools
 import itertools
 import json
 import math
@@ -20,7 +20,6 @@ from typing import Callable
 import torch
 from accelerate import PartialState
 from accelerate.utils import gather_object
-from tqdm.auto import tqdm
 from transformers import GenerationConfig, TrainerCallback
 from trl.data_utils import apply_chat_template, is_conversational
 
@@ -366,12 +365,22 @@ def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> 
     from accelerate.utils import is_peft_model
     from trl.models import unwrap_model_for_generation
 
-    return BeforeAfterEval(dataset, source, tokenizer, reward_models + reward_funcs, script_args.eval_num_samples,
-                           script_args.eval_max_prompts, Sampling(config, up_to_first(config.eos_token_id)), args.seed,
-                           lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
-                           trainer.accelerator, args.output_dir, args.per_device_eval_batch_size,
-                           reference_of(trainer.ref_model, is_peft_model(trainer.model)),
-                           trained=tuple(trainer.reward_func_names), callbacks=trainer.callback_handler)
+    return evaluation_class(args, trainer.callback_handler)(
+        dataset, source, tokenizer, reward_models + reward_funcs, script_args.eval_num_samples,
+        script_args.eval_max_prompts, Sampling(config, up_to_first(config.eos_token_id)), args.seed,
+        lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator), trainer.accelerator,
+        args.output_dir, args.per_device_eval_batch_size, reference_of(trainer.ref_model, is_peft_model(trainer.model)),
+        trained=tuple(trainer.reward_func_names))
+
+
+def evaluation_class(args, callbacks, load_best=None):
+    """BeforeAfterEval; or where a run evaluates during training or ranks checkpoints (--eval_strategy,
+    --metric_for_best_model), extras/during_training.py's, with the trainer's `callbacks` and PPO's `load_best`."""
+    if args.eval_strategy == "no" and not args.metric_for_best_model:
+        return BeforeAfterEval
+    from extras.during_training import DuringTraining
+
+    return functools.partial(DuringTraining, callbacks=callbacks, load_best=load_best)
 
 
 class BeforeAfterEval(TrainerCallback):
@@ -380,13 +389,9 @@ class BeforeAfterEval(TrainerCallback):
 
     def __init__(self, dataset, source: str, tokenizer, reward_funcs, k: int, max_prompts: int, sampling: Sampling,
                  seed: int, generation_model, accelerator, output_dir: str, batch_size: int, reference=None,
-                 trained: tuple[str, ...] = (), callbacks=None, load_best=None):
+                 trained: tuple[str, ...] = ()):
         self.dataset = dataset.select(range(min(len(dataset), max_prompts)))
         self.trained = trained  # the names of the rewards that train, of `reward_funcs`
-        self.callbacks = callbacks  # the trainer's CallbackHandler: the curve's points go to its on_log
-        # PPO's (trl 1.12 loads no best model): load_best(checkpoint) loads a checkpoint's policy; GRPO's Trainer
-        # loads the best checkpoint itself
-        self.load_best = load_best
         self.sampling = sampling
         keys = ("do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens",
                 "eos_token_id")
@@ -426,68 +431,6 @@ class BeforeAfterEval(TrainerCallback):
         return {"metrics": metrics, "per_prompt": per_prompt, "computed_in": computed, "seconds": seconds,
                 "standard_error": standard_errors(self.reward_funcs, per_prompt, s["num_samples"])}
 
-    def ranks_checkpoints(self, args) -> bool:
-        """Whether --metric_for_best_model names one of this evaluation's metrics (reward/metric, as eval.json)."""
-        reward, slash, _ = (args.metric_for_best_model or "").removeprefix("eval_").partition("/")
-        return bool(slash) and reward in [func.__name__ for func in self.reward_funcs] + ["kl"]  # "kl" alone: TRL's
-
-    @staticmethod
-    def value_at(point: dict, metric: str) -> float:
-        reward, _, name = metric.removeprefix("eval_").partition("/")
-        return point["metrics"][reward][name]
-
-    def on_step_end(self, args, state, control, **kwargs):
-        """With --eval_strategy steps, a point of the held-out curve every --eval_steps steps (the trainer's
-        state.eval_steps: a fraction of the run's steps where below 1), and at the last where --metric_for_best_model
-        ranks the points (elsewhere "after" measures it): in eval.json's `during`, and logged as
-        `heldout/<reward>/<metric>` to metrics.jsonl, the trackers and the checkpoints' log history. trl 1.16's
-        GRPOTrainer evaluates the mean reward alone; trl 1.12's PPOTrainer nothing."""
-        if control.should_evaluate and (self.ranks_checkpoints(args) or not args.metric_for_best_model):
-            # GRPO: no TRL evaluation beside this one unless --metric_for_best_model names one of its metrics: it
-            # samples --num_generations completions of every test prompt, 5x this evaluation's time on SmolLM2
-            # (BENCHMARKS.md, section 28), for the mean training reward this one reports too
-            control.should_evaluate = False
-        every = getattr(state, "eval_steps", None)
-        last = state.global_step >= state.max_steps  # measured where a held-out metric picks the best: the
-        # trainer evaluates at the last step, and the model kept may be another
-        if args.eval_strategy != "steps" or not every or (state.global_step % every and not last) or (
-                last and not self.ranks_checkpoints(args)) or state.global_step < getattr(args, "eval_delay", 0):
-            return
-        measured = self.measure("during training", state.global_step, quiet=True)
-        point = {"step": state.global_step, **{key: measured[key] for key in ("metrics", "standard_error", "seconds")},
-                 # each prompt's own figures, for the paired change from the best point to the last
-                 "per_prompt": {func.__name__: per_prompt_metrics(func, measured["per_prompt"],
-                                                                  self.settings["num_samples"])
-                                for func in self.reward_funcs}}
-        self.results["during"] = [p for p in self.results.get("during", []) if p["step"] < point["step"]] + [point]
-        self.write(quiet=True)
-        # The best kept as Trainer keeps its own metrics' best: its checkpoint saved under --save_strategy best, named
-        # by Trainer's _save_checkpoint, kept from rotation, and loaded at the end by Trainer (GRPO) or `load_best`
-        # (PPO); under --load_best_model_at_end ranked among the steps saved, so that the best has a checkpoint
-        if self.ranks_checkpoints(args) and (control.should_save or args.save_strategy == "best" or not (
-                args.load_best_model_at_end)):
-            value = self.value_at(point, args.metric_for_best_model)
-            if state.best_metric is None or (value > state.best_metric if args.greater_is_better else
-                                             value < state.best_metric):
-                state.best_metric = value
-                state.best_global_step = state.global_step
-                control.should_save |= args.save_strategy == "best"
-        logs = {f"heldout/{name}/{metric}": value for name, metrics in measured["metrics"].items()
-                for metric, value in metrics.items() if value is not None}
-        state.log_history.append({**logs, "step": state.global_step})
-        if self.callbacks is not None:  # whose on_log clears should_log, which the step's own training log needs
-            should_log = control.should_log
-            self.callbacks.on_log(args, state, control, logs=logs)
-            control.should_log = should_log
-        if self.accelerator.is_main_process:
-            shown = []
-            for name, metrics in measured["metrics"].items():
-                metric = "pass@1" if "pass@1" in metrics else "mean_reward" if "mean_reward" in metrics else None
-                if metric and metrics[metric] is not None:
-                    error = measured["standard_error"].get(name, {}).get(metric)
-                    shown.append(f"{name} {metric} {metrics[metric]:.3f}" + (f"±{error:.3f}" if error else ""))
-            tqdm.write(f"held-out at step {state.global_step} ({measured['seconds']:.0f} s): " + ", ".join(shown))
-
     def on_train_begin(self, args, state, control, **kwargs):
         """Before training: at the run's start, or, resumed, the start's as eval.json kept it (written as soon as it
         was measured); a resumed run without it measures its checkpoint, and its table says so."""
@@ -505,34 +448,10 @@ class BeforeAfterEval(TrainerCallback):
         self.write(quiet=True)  # at once: a run resumed from a checkpoint reads its start from it
 
     def on_train_end(self, args, state, control, **kwargs):
-        if self.ranks_checkpoints(args):
-            self.results["best"] = self.best(args, state)
-            if self.load_best is not None and args.load_best_model_at_end and state.best_model_checkpoint:
-                self.load_best(state.best_model_checkpoint)  # PPO: Trainer has loaded GRPO's before this
         self.run("after", state.global_step)
         self.results["change"] = paired_changes(self.reward_funcs, self.results["before_per_prompt"],
                                                 self.results["after_per_prompt"], self.settings["num_samples"])
         self.write()
-
-    def best(self, args, state) -> dict | None:
-        """The point --metric_for_best_model ranks best (the trainer's best step, where it kept one) against the last,
-        with the paired change between them over the prompts, and whether the run's result is the best's model."""
-        points = self.results.get("during") or []
-        metric = args.metric_for_best_model.removeprefix("eval_")
-        if not points:
-            return None
-        best = next((p for p in points if p["step"] == state.best_global_step), None) or (
-            max if args.greater_is_better else min)(points, key=lambda p: self.value_at(p, metric))
-        last = points[-1]
-        reward, _, name = metric.partition("/")
-        error = lambda p: p["standard_error"].get(reward, {}).get(name)  # noqa: E731
-        pairs = zip(best["per_prompt"].get(reward, []), last["per_prompt"].get(reward, []))
-        each = [b[name] - a[name] for a, b in pairs if None not in (a[name], b[name])]
-        return {"metric": metric, "step": best["step"], "value": self.value_at(best, metric), "error": error(best),
-                "last_step": last["step"], "last_value": self.value_at(last, metric), "last_error": error(last),
-                "change": {"change": mean(each), "standard_error": standard_error(each)} if each else None,
-                "saved": bool(args.load_best_model_at_end and state.best_model_checkpoint) and
-                (state.best_model_checkpoint or "").endswith(f"checkpoint-{best['step']}")}
 
     def run_start(self) -> dict | None:
         """The run's own "before" from its eval.json, measured at step 0 with these settings, or None."""
@@ -597,18 +516,6 @@ def computed_in(model, accelerator) -> str:
         if parameter.is_floating_point():
             sizes[str(parameter.dtype).removeprefix("torch.")] += parameter.numel()
     return sizes.most_common(1)[0][0] if sizes else "?"
-
-
-def held_out_metrics(reward_funcs, num_samples: int, reward_models: tuple[str, ...] = (),
-                     reference: bool = True) -> list[str]:
-    """The held-out evaluation's metrics, as eval.json names them (reward/metric): --metric_for_best_model's names;
-    the KL where the trainer holds a `reference`."""
-    names = []
-    for func in reward_funcs:
-        k = max(num_samples, 1)
-        names += [f"{func.__name__}/{metric}" for metric in metrics_of(func, [[0.0] * k], [0.0], [[""] * k], k)]
-    return names + [f"{model}/{metric}" for model in reward_models for metric in ("mean_reward", "greedy_reward")] + (
-        ["kl/to_reference"] if reference else [])
 
 
 def rarely_rewarded(per_prompt: list[dict], trained: tuple[str, ...], share: float = 0.02) -> str | None:
