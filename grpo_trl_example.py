@@ -204,7 +204,7 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     )
     policy = model_args.model_name_or_path
     if script_args.eval_only:  # the model as it is, or a LoRA adapter on the base its config names
-        policy = extra("evaluation", "--eval_only").model_to_evaluate(policy, model_args, training_args)
+        policy = extra("eval_only", "--eval_only").model_to_evaluate(policy, model_args, training_args)
 
     ################
     # Training
@@ -222,8 +222,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
     )
     qlora_workarounds(trainer.model)  # two upstream QLoRA bugs: the adapters' dtype, bitsandbytes' CPU repack
     if script_args.eval_only:  # the model evaluated once, as training evaluates the policy: eval.json and the table
-        return extra("evaluation", "--eval_only").evaluate_only(trainer, eval_dataset, eval_source,
-                                                                reward_funcs + eval_reward_funcs, script_args)
+        return extra("eval_only", "--eval_only").evaluate_only(trainer, eval_dataset, eval_source,
+                                                               reward_funcs + eval_reward_funcs, script_args)
     evaluation = None
     if script_args.eval_num_samples > 0:  # held-out pass@k before and after training, sampled as training samples
         evaluation = extra("evaluation", "--eval_num_samples").for_grpo(trainer, eval_dataset, eval_source,

@@ -8,6 +8,7 @@
     run_folder.py       --output_dir: a new folder, or the run it holds continued; nothing removed the run did not write
     evaluation.py       held-out pass@k, maj@k and greedy accuracy before and after training (--eval_num_samples)
     during_training.py  the held-out curve during training, and the best checkpoint by it (--eval_strategy steps)
+    eval_only.py        a saved model or adapter evaluated once, as a run evaluates its policy (--eval_only)
     outputs.py          what a run records as it trains: metrics.jsonl, completions.jsonl, short logs, how it starts
     watchdogs.py        the warnings while it trains: no learning signal, one answer to every prompt, a runaway KL
     plots.py            reward_curve.png and training_curves.png

@@ -2,7 +2,6 @@
 (`check`, which both scripts call after parsing)."""
 
 import importlib.util
-import json
 import os
 import re
 import sys
@@ -65,6 +64,8 @@ def check(script_args, training_args, model_args) -> None:
     needs = [("--use_vllm", "vllm", 'pip install "vllm>=0.22,<=0.31"')] if getattr(training_args, "use_vllm", 0) \
         else []
     if script_args.eval_only:  # a model scores as it trained only on its base quantized as then
+        from extras.eval_only import check_as_trained
+
         check_as_trained(policy, model_args)
     if model_args.load_in_4bit or model_args.load_in_8bit:
         if not model_args.use_peft and not script_args.eval_only:
@@ -102,21 +103,6 @@ def check(script_args, training_args, model_args) -> None:
     if script_args.eval_num_samples > 0 and script_args.eval_max_prompts < 1:
         sys.exit(f"error: --eval_max_prompts {script_args.eval_max_prompts} leaves no prompt to evaluate: set it to 1 "
                  "or more, or turn the evaluation off with --eval_num_samples 0")
-
-
-def check_as_trained(path: str, model_args) -> None:
-    """--eval_only of a run's model or LoRA adapter: its base loaded as the run loaded it, quantized (QLoRA) or not,
-    as its summary.json records; a model without one is evaluated as the flags load it."""
-    try:
-        trained = json.loads((Path(path) / "summary.json").read_text())["model_args"]
-    except (OSError, ValueError, KeyError):
-        return
-    keys = ["load_in_4bit", "load_in_8bit"] + (["bnb_4bit_quant_type", "use_bnb_nested_quant"]
-                                               if trained.get("load_in_4bit") else [])
-    if differ := [key for key in keys if trained.get(key) != getattr(model_args, key)]:
-        flags = " ".join(f"--{key} {str(trained.get(key)).lower()}" for key in differ)
-        sys.exit(f"error: --eval_only would load {path} otherwise than its run trained it (its summary.json): add "
-                 f"{flags} to evaluate it as trained")
 
 
 # Bundled folders that are built, not shipped, and the command that builds each (tests/unit/test_errors.py checks

@@ -67,6 +67,8 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     first = os.environ.get("RANK", "0") == "0"
     model = getattr(values, "sft_model_path", None) or values.model_name_or_path
     if values.eval_only and model and (Path(model) / "summary.json").is_file():  # a run's folder: as it sampled
+        from extras.eval_only import as_the_run_sampled
+
         taken = as_the_run_sampled(Path(model) / "summary.json", values, defaults)
         parser.set_defaults(**taken)
         values = parser.parse_known_args(args)[0]
@@ -102,14 +104,6 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     return parsed
 
 
-# What a run's held-out evaluation samples with, and on which prompts: --eval_only of the run's folder takes the run's
-# (from its summary.json) for each left at the parser's default, and so scores what the run's "after" scored
-# (not PPO's stop_token_id, nor generation_kwargs: the trainers fill those in, and summary.json holds what they made)
-SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_completion_length",
-            "response_length", "chat_template_kwargs", "system_prompt", "eval_num_samples", "eval_max_prompts",
-            "dataset_test_split", "seed")
-
-
 def run_settings(summary: Path) -> dict:
     """A run's options, model's, trainer's and script's in one dict, from its summary.json; {} where it has none."""
     import json
@@ -119,13 +113,6 @@ def run_settings(summary: Path) -> dict:
         return {**run["model_args"], **run["training_args"], **run["script_args"]}
     except (OSError, ValueError, KeyError):
         return {}
-
-
-def as_the_run_sampled(summary: Path, values, defaults: dict) -> dict:
-    """The run's value of each SAMPLING option that `values` leave at the parser's `defaults` and the run did not."""
-    settings = run_settings(summary)
-    return {key: settings[key] for key in SAMPLING if key in settings and key in defaults
-            and getattr(values, key) == defaults[key] and settings[key] != defaults[key]}
 
 
 def read_values(parser, config: dict, args: list[str], actions: dict, config_class: str):

@@ -7,7 +7,6 @@ evaluated once, as a run evaluates its policy (GRPO's here; PPO's in extras/ppo.
 
 import copy
 import functools
-import itertools
 import json
 import math
 import time
@@ -318,31 +317,6 @@ def held_out(train, test, script_args, seed: int):
     return split["train"], split["test"], source
 
 
-def model_to_evaluate(path: str, model_args, training_args):
-    """GRPO's --eval_only: `path` for GRPOTrainer to load, or where it is a LoRA adapter (a folder or a hub repository
-    with no config.json, which GRPOTrainer cannot load), the adapter on the base model its config names, quantized
-    where --load_in_4bit/8bit say so."""
-    from transformers.utils import find_adapter_config_file
-
-    if not find_adapter_config_file(path, revision=model_args.model_revision):
-        return path
-    from peft import AutoPeftModelForCausalLM
-    from trl import get_quantization_config
-
-    return AutoPeftModelForCausalLM.from_pretrained(path, revision=model_args.model_revision, dtype=model_args.dtype,
-                                                    quantization_config=get_quantization_config(model_args),  # QLoRA's
-                                                    trust_remote_code=training_args.trust_remote_code)
-
-
-def evaluate_only(trainer, dataset, source: str, reward_funcs: list, script_args) -> None:
-    """GRPO's --eval_only: the trainer's policy evaluated once, as `for_grpo` evaluates it before and after training,
-    with nothing trained or saved; then every process leaves together. The policy runs in the precision training runs
-    it in: accelerate's prepare, which train() would call, puts --bf16's autocast on its forward."""
-    trainer.model_wrapped = trainer.accelerator.prepare_model(trainer.model, evaluation_mode=True)
-    for_grpo(trainer, dataset, source, reward_funcs, script_args).evaluate_only(trainer.state.global_step)
-    trainer.end()
-
-
 def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> "BeforeAfterEval":
     """The evaluation of a GRPOTrainer's policy: its prompt ids, its sampling (the GenerationConfig it generates with,
     or with vLLM, for which trl 1.16 builds none, one built as trl builds it; a completion ends at its first stop token,
@@ -384,8 +358,9 @@ def evaluation_class(args, callbacks, load_best=None):
 
 
 class BeforeAfterEval(TrainerCallback):
-    """Evaluate the policy as the trainer prepared it when training starts and ends (`evaluate_only`: once), then
-    write eval.json and the table. `generation_model()` yields the policy (TRL's unwrap_model_for_generation)."""
+    """Evaluate the policy as the trainer prepared it when training starts and ends (--eval_only: once, by
+    extras/eval_only.py), then write eval.json and the table. `generation_model()` yields the policy (TRL's
+    unwrap_model_for_generation)."""
 
     def __init__(self, dataset, source: str, tokenizer, reward_funcs, k: int, max_prompts: int, sampling: Sampling,
                  seed: int, generation_model, accelerator, output_dir: str, batch_size: int, reference=None,
@@ -465,15 +440,6 @@ class BeforeAfterEval(TrainerCallback):
             return None
         return {key: kept[key] for key in ("before", "before_per_prompt", "before_step", "before_standard_error",
                                            "before_seconds", "before_computed_in", "during") if key in kept}
-
-    def evaluate_only(self, step: int) -> None:
-        """The model as it is, once: eval.json and the table with one column, `model`. An eval.json already in the
-        folder (a run's, or an earlier evaluation's) is kept: this one goes to the first free eval-N.json."""
-        self.run("model", step)
-        if not (self.output_dir / "eval.json").exists():
-            return self.write()
-        free = next(n for n in itertools.count(2) if not (self.output_dir / f"eval-{n}.json").exists())
-        self.write(f"eval-{free}.json", note="the eval.json there is kept")
 
     def write(self, name: str = "eval.json", note: str = "", quiet: bool = False) -> None:
         if not self.accelerator.is_main_process:

@@ -98,10 +98,12 @@ def evaluate_only(policy, reward_model, tokenizer, dataset, source: str, reward_
     if reward_model is not None:
         reward_funcs = [reward_model_reward(reward_model.eval().to(state.device), tokenizer,
                                             args.per_device_eval_batch_size)] + reward_funcs
-    BeforeAfterEval(dataset, source, tokenizer, reward_funcs, script_args.eval_num_samples,
-                    script_args.eval_max_prompts, sampling(args, tokenizer, sorted(stops)), args.seed,
-                    lambda: nullcontext(policy.to(state.device)), state, args.output_dir,
-                    args.per_device_eval_batch_size).evaluate_only(step=0)
+    from extras.eval_only import once
+
+    once(BeforeAfterEval(dataset, source, tokenizer, reward_funcs, script_args.eval_num_samples,
+                         script_args.eval_max_prompts, sampling(args, tokenizer, sorted(stops)), args.seed,
+                         lambda: nullcontext(policy.to(state.device)), state, args.output_dir,
+                         args.per_device_eval_batch_size), step=0)
 
 
 @contextmanager

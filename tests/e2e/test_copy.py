@@ -64,7 +64,7 @@ def test_a_copy_with_rewards_alone_trains_and_names_the_extras_a_flag_needs(scri
     assert not (tmp_path / "out" / "summary.json").exists()  # the run's records are an extra
 
     ppo = script.startswith("ppo")
-    needs = [("--eval_num_samples", 2, "evaluation"), ("--eval_only", "true", "ppo" if ppo else "evaluation"),
+    needs = [("--eval_num_samples", 2, "evaluation"), ("--eval_only", "true", "ppo" if ppo else "eval_only"),
              ("--resume_from_checkpoint", "last", "ppo" if ppo else "run_folder"),
              ("--save_total_limit", 1, "run_folder")]  # whose rotation takes a checkpoint-* of the user's
     needs += [] if ppo else [("--resume_from_checkpoint", "true", "run_folder")]  # it failed after loading
