@@ -4,7 +4,9 @@
                         a CPU's OpenMP wait and LM-head scoring, the upstream notices silenced while it runs
     cli.py              the command line, parsed once: mistakes in one sentence, refused options, a readable --help,
                         the settings line, and the default run, which names no model
+    help.py             --help's first screen: what a user sets first, the defaults a run takes
     checks.py           the run's paths, models, launch and packages, checked before anything loads
+    lora_targets.py     --lora_target_modules checked against the model's module names, before it loads
     run_folder.py       --output_dir: a new folder, or the run it holds continued; nothing removed the run did not write
     evaluation.py       held-out pass@k, maj@k and greedy accuracy before and after training (--eval_num_samples)
     during_training.py  the held-out curve during training, and the best checkpoint by it (--eval_strategy steps)

@@ -3,7 +3,6 @@
 
 import importlib.util
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -53,6 +52,8 @@ def check(script_args, training_args, model_args) -> None:
         if file.suffix in DATA_FILES and file.stat().st_size == 0:  # datasets would stop with a bare StopIteration
             sys.exit(f"error: --dataset_name: {file} is empty")
     if model_args.use_peft and model_args.lora_target_modules:
+        from extras.lora_targets import check_lora_targets
+
         check_lora_targets(model_args.lora_target_modules, policy, model_args.model_revision)
     on_cpu = training_args.use_cpu or not torch.cuda.is_available()
     if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and on_cpu:
@@ -105,6 +106,23 @@ def check(script_args, training_args, model_args) -> None:
                  "or more, or turn the evaluation off with --eval_num_samples 0")
 
 
+def check_chat_template(prompt, model_args) -> None:
+    """GRPO's prompts as conversations (lists of messages, or --system_prompt made them so) need the policy's
+    tokenizer to have a chat template. A LoRA adapter's folder without a tokenizer (--eval_only) has its base's,
+    loaded later."""
+    from transformers import AutoTokenizer
+
+    if not isinstance(prompt, list):
+        return
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
+    except (OSError, ValueError):
+        return
+    if tokenizer.chat_template is None:
+        sys.exit(f"error: the prompts are conversations (lists of messages, or --system_prompt made them so) and "
+                 f"{model_args.model_name_or_path}'s tokenizer has no chat template to render them")
+
+
 # Bundled folders that are built, not shipped, and the command that builds each (tests/unit/test_errors.py checks
 # that each builder writes there by default)
 BUILT = {"assets/SmolLM2-135M-Instruct": "python assets/convert_gguf.py",
@@ -155,59 +173,6 @@ def check_path(flag: str, path: str, kind: str, revision: str | None, here: Path
     if built and not beside:  # a bundled folder that is built, not shipped, and not built yet
         hints.append(f"it is built, not shipped: `{built}` builds it")
     sys.exit(f"error: {flag} {path}: {reason}" + "".join(f"; {hint}" for hint in hints))
-
-
-def check_lora_targets(targets: list[str] | str, model: str, revision: str) -> None:
-    """Each of --lora_target_modules names a module of the model (peft matches the end of a name; TRL passes one
-    name alone as a regular expression, which peft matches whole): peft would refuse a list none of which matches
-    with a traceback, and silently train fewer modules when only some match. The module names are read from the
-    checkpoint's weight names, in its safetensors headers: building the model, even empty, enters transformers'
-    loading paths, and under ZeRO-3 DeepSpeed's zero.Init wraps that build and fails on every rank."""
-    if targets == "all-linear":
-        return
-    weights = checkpoint_weights(model, revision)
-    if not weights:  # a .bin checkpoint, a LoRA adapter's folder (--eval_only), or out of reach: peft checks it
-        return
-    modules = {name.rsplit(".", 1)[0] for name in weights}
-    if isinstance(targets, str):
-        missing = [] if any(re.fullmatch(targets, name) for name in modules) else [targets]
-    else:
-        missing = [t for t in targets if not any(name == t or name.endswith(f".{t}") for name in modules)]
-    if missing:  # the layers' linear weights: two-dimensional, inside a numbered block
-        layers = sorted({name.removesuffix(".weight").rsplit(".", 1)[-1] for name, shape in weights.items()
-                         if name.endswith(".weight") and len(shape) == 2 and re.search(r"\.\d+\.", name)})
-        sys.exit(f"error: --lora_target_modules {' '.join(missing)}: {model} has no such module; its layers' linear "
-                 f"modules are {', '.join(layers)} (or give all-linear)")
-
-
-def checkpoint_weights(model: str, revision: str | None) -> dict[str, list[int]]:
-    """A checkpoint's weight names and shapes, from its safetensors headers alone: a local folder, the hub's cache,
-    or the hub. Empty where it has none."""
-    from safetensors import safe_open
-
-    folder = Path(model)
-    if not folder.is_dir():
-        from huggingface_hub import constants, get_safetensors_metadata, try_to_load_from_cache
-
-        if not constants.HF_HUB_OFFLINE:
-            try:
-                metadata = get_safetensors_metadata(model, revision=revision, timeout=5)
-                return {name: info.shape for file in metadata.files_metadata.values()
-                        for name, info in file.tensors.items()}
-            except Exception:  # no safetensors, no such repository, or no network: the cache, else peft's check
-                pass
-        config = try_to_load_from_cache(model, "config.json", revision=revision)
-        if not isinstance(config, str):
-            return {}
-        folder = Path(config).parent  # the cached snapshot
-    shapes = {}
-    for file in sorted(folder.glob("*.safetensors")):
-        if file.name.startswith("adapter_model"):
-            continue
-        with safe_open(file, framework="pt") as weights:
-            for name in weights.keys():
-                shapes[name] = weights.get_slice(name).get_shape()
-    return shapes
 
 
 def check_best_metric(training_args, script_args, reward_funcs: list, reward_models: tuple[str, ...] = (),
