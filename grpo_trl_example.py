@@ -66,7 +66,7 @@ if __name__ == "__main__":
 import torch
 from accelerate import PartialState
 from datasets import load_dataset
-from transformers import AutoConfig, AutoTokenizer, set_seed
+from transformers import AutoConfig, set_seed
 from trl import (GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config,
                  get_quantization_config)
 
@@ -188,9 +188,8 @@ def main(script_args: GRPOScriptArguments, training_args: GRPOConfig, model_args
         tools, environment_factory, reward_funcs = extra("tools", "--tools").setup(
             script_args, model_args, train_dataset, reward_funcs)
 
-    if isinstance(train_dataset[0]["prompt"], list) and no_chat_template(model_args):
-        sys.exit(f"error: the prompts are conversations (lists of messages, or --system_prompt made them so) and "
-                 f"{model_args.model_name_or_path}'s tokenizer has no chat template to render them")
+    if checks:  # conversations need a chat template: GRPOTrainer would stop at them after loading the model
+        checks.check_chat_template(train_dataset[0]["prompt"], model_args)
 
     ################
     # Model
@@ -289,15 +288,6 @@ def load_prompts(args: ScriptArguments):
 
         splits = [split.map(with_system, input_columns="prompt") if split is not None else None for split in splits]
     return splits
-
-
-def no_chat_template(model_args: ModelConfig) -> bool:
-    """The policy's tokenizer has no chat template (GRPOTrainer loads it later, and would fail after the model)."""
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
-    except (OSError, ValueError):  # a LoRA adapter's folder without one (--eval_only): its base's, loaded later
-        return False
-    return tokenizer.chat_template is None
 
 
 def check_generation_boundaries(args: GRPOConfig) -> None:
