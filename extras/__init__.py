@@ -9,6 +9,7 @@
     lora_targets.py     --lora_target_modules checked against the model's module names, before it loads
     run_folder.py       --output_dir: a new folder, or the run it holds continued; nothing removed the run did not write
     evaluation.py       held-out pass@k, maj@k and greedy accuracy before and after training (--eval_num_samples)
+    stats.py            the held-out figures: pass@k, maj@k, means, and standard errors over the prompts
     during_training.py  the held-out curve during training, and the best checkpoint by it (--eval_strategy steps)
     eval_only.py        a saved model or adapter evaluated once, as a run evaluates its policy (--eval_only)
     outputs.py          what a run records as it trains: metrics.jsonl, completions.jsonl, short logs, how it starts

@@ -181,11 +181,11 @@ def check_best_metric(training_args, script_args, reward_funcs: list, reward_mod
     eval.json names it (reward/metric), or for GRPO one of TRL's own evaluation's; else one line listing them.
     `reward_funcs`: the training and --eval_reward_funcs rewards; `reward_models`: the names of GRPO's; `reference`:
     whether the trainer holds one (GRPO at beta 0 without LoRA does not), for the KL to it."""
-    from extras.during_training import held_out_metrics
-
     metric = training_args.metric_for_best_model
     if metric is None:
         return
+    from extras.during_training import held_out_metrics
+
     name = metric.removeprefix("eval_")
     ours = held_out_metrics(reward_funcs, script_args.eval_num_samples, reward_models, reference)
     grpo = hasattr(training_args, "num_generations")  # trl 1.12's PPOTrainer has no evaluation of its own

@@ -106,17 +106,6 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
     return parsed
 
 
-def run_settings(summary: Path) -> dict:
-    """A run's options, model's, trainer's and script's in one dict, from its summary.json; {} where it has none."""
-    import json
-
-    try:
-        run = json.loads(summary.read_text())
-        return {**run["model_args"], **run["training_args"], **run["script_args"]}
-    except (OSError, ValueError, KeyError):
-        return {}
-
-
 def read_values(parser, config: dict, args: list[str], actions: dict, config_class: str):
     """argparse's values of `args` over the recipe `config`, applied as TrlParser applies a --config recipe (its `env`
     set, its values the parser's defaults); an unknown option is one line, naming the nearest."""

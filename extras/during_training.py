@@ -1,28 +1,33 @@
 """The held-out evaluation during training (--eval_strategy steps --eval_steps N): a point of the held-out curve every N
 steps, in eval.json's `during`, the trackers and the log; and the checkpoint --metric_for_best_model ranks best among
 them, which the trainer keeps from rotation and, under --load_best_model_at_end, loads (docs/evaluation.md). A run
-that sets neither evaluates before and after training alone, with extras/evaluation.py's BeforeAfterEval.
+that sets neither evaluates before and after training alone, with extras/evaluation.py's BeforeAfterEval, which this
+one measures with and writes to.
 """
 
 from tqdm.auto import tqdm
 
-from extras.evaluation import BeforeAfterEval, mean, metrics_of, per_prompt_metrics, standard_error
+from transformers import TrainerCallback
+
+from extras.stats import mean, metrics_of, per_prompt_metrics, standard_error
 
 
-class DuringTraining(BeforeAfterEval):
-    """BeforeAfterEval, with the points during training and the best of them. `callbacks`: the trainer's
+class DuringTraining(TrainerCallback):
+    """The points during training of `evaluation` (a BeforeAfterEval), in its results and eval.json, and the best of
+    them; added to the trainer before it, so that the best is loaded before its "after". `callbacks`: the trainer's
     CallbackHandler, whose on_log takes the points; `load_best(checkpoint)`: PPO's, which loads a checkpoint's policy
     (trl 1.12 loads no best model; GRPO's Trainer loads it itself)."""
 
-    def __init__(self, *args, callbacks, load_best=None, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, evaluation, callbacks, load_best=None):
+        self.evaluation = evaluation
         self.callbacks = callbacks
         self.load_best = load_best
 
     def ranks_checkpoints(self, args) -> bool:
         """Whether --metric_for_best_model names one of this evaluation's metrics (reward/metric, as eval.json)."""
         reward, slash, _ = (args.metric_for_best_model or "").removeprefix("eval_").partition("/")
-        return bool(slash) and reward in [func.__name__ for func in self.reward_funcs] + ["kl"]  # "kl" alone: TRL's
+        names = [func.__name__ for func in self.evaluation.reward_funcs]
+        return bool(slash) and reward in names + ["kl"]  # "kl" alone: TRL's
 
     @staticmethod
     def value_at(point: dict, metric: str) -> float:
@@ -46,14 +51,15 @@ class DuringTraining(BeforeAfterEval):
         if args.eval_strategy != "steps" or not every or (state.global_step % every and not last) or (
                 last and not self.ranks_checkpoints(args)) or state.global_step < getattr(args, "eval_delay", 0):
             return
-        measured = self.measure("during training", state.global_step, quiet=True)
+        measured = self.evaluation.measure("during training", state.global_step, quiet=True)
         point = {"step": state.global_step, **{key: measured[key] for key in ("metrics", "standard_error", "seconds")},
                  # each prompt's own figures, for the paired change from the best point to the last
                  "per_prompt": {func.__name__: per_prompt_metrics(func, measured["per_prompt"],
-                                                                  self.settings["num_samples"])
-                                for func in self.reward_funcs}}
-        self.results["during"] = [p for p in self.results.get("during", []) if p["step"] < point["step"]] + [point]
-        self.write(quiet=True)
+                                                                  self.evaluation.settings["num_samples"])
+                                for func in self.evaluation.reward_funcs}}
+        earlier = [p for p in self.evaluation.results.get("during", []) if p["step"] < point["step"]]
+        self.evaluation.results["during"] = earlier + [point]
+        self.evaluation.write(quiet=True)
         # The best kept as Trainer keeps its own metrics' best: its checkpoint saved under --save_strategy best, named
         # by Trainer's _save_checkpoint, kept from rotation, and loaded at the end by Trainer (GRPO) or `load_best`
         # (PPO); under --load_best_model_at_end ranked among the steps saved, so that the best has a checkpoint
@@ -71,7 +77,7 @@ class DuringTraining(BeforeAfterEval):
         should_log = control.should_log  # which the trainer's on_log clears, and the step's own training log needs
         self.callbacks.on_log(args, state, control, logs=logs)
         control.should_log = should_log
-        if self.accelerator.is_main_process:
+        if self.evaluation.accelerator.is_main_process:
             shown = []
             for name, metrics in measured["metrics"].items():
                 metric = "pass@1" if "pass@1" in metrics else "mean_reward" if "mean_reward" in metrics else None
@@ -82,15 +88,14 @@ class DuringTraining(BeforeAfterEval):
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.ranks_checkpoints(args):
-            self.results["best"] = self.best(args, state)
+            self.evaluation.results["best"] = self.best(args, state)
             if self.load_best is not None and args.load_best_model_at_end and state.best_model_checkpoint:
                 self.load_best(state.best_model_checkpoint)  # PPO: Trainer has loaded GRPO's before this
-        super().on_train_end(args, state, control, **kwargs)  # "after": the model the run saves
 
     def best(self, args, state) -> dict | None:
         """The point --metric_for_best_model ranks best (the trainer's best step, where it kept one) against the last,
         with the paired change between them over the prompts, and whether the run's result is the best's model."""
-        points = self.results.get("during") or []
+        points = self.evaluation.results.get("during") or []
         metric = args.metric_for_best_model.removeprefix("eval_")
         if not points:
             return None

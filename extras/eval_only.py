@@ -7,8 +7,8 @@ import itertools
 import sys
 from pathlib import Path
 
-from extras.cli import run_settings
 from extras.evaluation import BeforeAfterEval, for_grpo
+from extras.summary import run_settings
 
 # What a run's held-out evaluation samples with, and on which prompts: --eval_only of the run's folder takes the run's
 # (from its summary.json) for each left at the parser's default, and so scores what the run's "after" scored

@@ -6,9 +6,7 @@ where the trainer holds a reference, the sampled completions' KL to it. --eval_o
 evaluated once, as a run evaluates its policy (GRPO's here; PPO's in extras/ppo.py)."""
 
 import copy
-import functools
 import json
-import math
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -22,6 +20,7 @@ from accelerate.utils import gather_object
 from transformers import GenerationConfig, TrainerCallback
 from trl.data_utils import apply_chat_template, is_conversational
 
+from extras.stats import mean, metrics_of, paired_changes, standard_errors
 from rewards import run_reward
 
 
@@ -32,15 +31,6 @@ def prompt_token_ids(tokenizer, prompt, chat_template_kwargs: dict | None = None
         return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True,
                                              **(chat_template_kwargs or {}))["input_ids"]
     return tokenizer(text=prompt)["input_ids"]
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c are right: 1 - C(n-c, k) / C(n, k) (Chen et al. 2021, Eq. 1).
-
-    >>> pass_at_k(n=8, c=2, k=1), pass_at_k(n=8, c=0, k=8), pass_at_k(n=8, c=1, k=8)
-    (0.25, 0.0, 1.0)
-    """
-    return 1.0 if n - c < k else 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
 @dataclass
@@ -177,87 +167,6 @@ def text_encoder(tokenizer, chat_template_kwargs: dict | None = None):
     return encode
 
 
-def mean(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
-
-
-def metrics_of(reward_func, rewards: list[list], greedy_rewards: list, texts: list[list[str]],
-               num_samples: int) -> dict:
-    """One reward's metrics over all prompts, from its rewards [prompt][sample] and greedy rewards [prompt]."""
-    metrics = {"mean_reward": mean(r for rs in rewards for r in rs)}
-    k = num_samples
-    if not getattr(reward_func, "correctness", False):
-        return metrics | {"greedy_reward": mean(greedy_rewards)}
-    scored = [(rs, ts) for rs, ts in zip(rewards, texts) if None not in rs]
-    correct = [sum(r == 1.0 for r in rs) for rs, _ in scored]
-    metrics |= {"greedy_accuracy": mean(float(r == 1.0) for r in greedy_rewards if r is not None),
-                "pass@1": mean(pass_at_k(k, c, 1) for c in correct),
-                f"pass@{k}": mean(pass_at_k(k, c, k) for c in correct)}
-    if (final_answer := getattr(reward_func, "final_answer", None)) is not None:  # the most common answer is right
-        votes = []
-        for rs, ts in scored:
-            answers = [final_answer(t) for t in ts]
-            counts = Counter(a for a in answers if a is not None)
-            # the answers tied for the most votes, one picked by a fair coin: the chance it is a right one
-            top = [a for a, n in counts.items() if n == max(counts.values())]
-            votes.append(sum(rs[answers.index(a)] == 1.0 for a in top) / len(top) if top else 0.0)
-        metrics[f"maj@{k}"] = mean(votes)
-    return metrics
-
-
-def standard_error(values) -> float | None:
-    """The standard error of the mean of `values` (None left out): their sample standard deviation over sqrt(n).
-
-    >>> round(standard_error([1.0, 0.0, 1.0, 0.0]), 3), standard_error([1.0])
-    (0.289, None)
-    """
-    values = [v for v in values if v is not None]
-    if len(values) < 2:
-        return None
-    m = sum(values) / len(values)
-    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1) / len(values))
-
-
-def per_prompt_metrics(func, per_prompt: list[dict], num_samples: int) -> list[dict]:
-    """Each prompt's own metrics (its samples' mean reward, pass@k, majority vote, greedy reward) for one reward: the
-    metrics of the evaluation are their means over the prompts."""
-    name = func.__name__
-    return [metrics_of(func, [p["rewards"][name]], [p["greedy"][name]], [p["completions"]], num_samples)
-            for p in per_prompt]
-
-
-def standard_errors(reward_funcs, per_prompt: list[dict], num_samples: int) -> dict:
-    """{reward: {metric: standard error}} over the prompts: each metric is a mean over prompts of a prompt's own value,
-    whose spread over the prompts gives its error. With 8 prompts an untrained model's pass@1 came out 0.31 in one run
-    and 0.47 in another."""
-    errors = {}
-    for func in reward_funcs:
-        values = per_prompt_metrics(func, per_prompt, num_samples)
-        errors[func.__name__] = {metric: standard_error(v[metric] for v in values) for metric in values[0]} if (
-            values) else {}
-    kls = [mean(p["kl_to_reference"]) for p in per_prompt if p["kl_to_reference"]]
-    return errors | ({"kl": {"to_reference": standard_error(kls)}} if kls else {})
-
-
-def paired_changes(reward_funcs, before: list[dict], after: list[dict], num_samples: int) -> dict:
-    """{reward: {metric: {"change": after - before, "standard_error": its error}}} over the prompts scored both times.
-    The same prompts before and after: each prompt's own change carries the comparison, and how hard a prompt is,
-    which both measurements share, cancels, so the error of the change is that of the prompts' changes, smaller than
-    the two errors taken as independent (the default run's pass@1: 0.046 against 0.073). Empty where the two did not
-    score the same prompts."""
-    if [p["prompt"] for p in before] != [p["prompt"] for p in after]:
-        return {}
-    changes = {}
-    for func in reward_funcs:
-        start, end = (per_prompt_metrics(func, scored, num_samples) for scored in (before, after))
-        changes[func.__name__] = {}
-        for metric in start[0] if start else {}:
-            each = [b[metric] - a[metric] for a, b in zip(start, end) if None not in (a[metric], b[metric])]
-            changes[func.__name__][metric] = {"change": mean(each), "standard_error": standard_error(each)}
-    return changes
-
-
 def evaluate(model, tokenizer, dataset, reward_funcs, num_samples: int, sampling: Sampling, seed: int, accelerator,
              batch_size: int, per_prompt: list | None = None, reference=None) -> dict:
     """{reward: {metric: value}} over `dataset`'s `input_ids`, on every process, and {"kl": {"to_reference": nats}}
@@ -339,22 +248,25 @@ def for_grpo(trainer, dataset, source: str, reward_funcs: list, script_args) -> 
     from accelerate.utils import is_peft_model
     from trl.models import unwrap_model_for_generation
 
-    return evaluation_class(args, trainer.callback_handler)(
-        dataset, source, tokenizer, reward_models + reward_funcs, script_args.eval_num_samples,
-        script_args.eval_max_prompts, Sampling(config, up_to_first(config.eos_token_id)), args.seed,
-        lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator), trainer.accelerator,
-        args.output_dir, args.per_device_eval_batch_size, reference_of(trainer.ref_model, is_peft_model(trainer.model)),
-        trained=tuple(trainer.reward_func_names))
+    evaluation = BeforeAfterEval(dataset, source, tokenizer, reward_models + reward_funcs, script_args.eval_num_samples,
+                                 script_args.eval_max_prompts, Sampling(config, up_to_first(config.eos_token_id)),
+                                 args.seed,
+                                 lambda: unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator),
+                                 trainer.accelerator, args.output_dir, args.per_device_eval_batch_size,
+                                 reference_of(trainer.ref_model, is_peft_model(trainer.model)),
+                                 trained=tuple(trainer.reward_func_names))
+    during_training(trainer, evaluation)  # before the script adds `evaluation`
+    return evaluation
 
 
-def evaluation_class(args, callbacks, load_best=None):
-    """BeforeAfterEval; or where a run evaluates during training or ranks checkpoints (--eval_strategy,
-    --metric_for_best_model), extras/during_training.py's, with the trainer's `callbacks` and PPO's `load_best`."""
-    if args.eval_strategy == "no" and not args.metric_for_best_model:
-        return BeforeAfterEval
+def during_training(trainer, evaluation: "BeforeAfterEval", load_best=None) -> None:
+    """Where a run evaluates during training or ranks checkpoints (--eval_strategy, --metric_for_best_model),
+    extras/during_training.py's points and best, added to `trainer` before `evaluation`; `load_best`: PPO's."""
+    if trainer.args.eval_strategy == "no" and not trainer.args.metric_for_best_model:
+        return
     from extras.during_training import DuringTraining
 
-    return functools.partial(DuringTraining, callbacks=callbacks, load_best=load_best)
+    trainer.add_callback(DuringTraining(evaluation, trainer.callback_handler, load_best))
 
 
 class BeforeAfterEval(TrainerCallback):

@@ -186,7 +186,7 @@ def gguf_model(path: Path):
 def run_settings(path: Path) -> dict:
     """The settings of the run whose summary.json is in `path`'s folder (or, for a checkpoint or a file, its
     parent's), {} where none is."""
-    from extras.cli import run_settings as read
+    from extras.summary import run_settings as read
 
     folder = path.parent if path.is_file() else path
     return read(folder / "summary.json") or read(folder.parent / "summary.json")

@@ -12,7 +12,7 @@ import transformers
 from accelerate import PartialState
 from transformers import GenerationConfig
 
-from extras.evaluation import (BeforeAfterEval, RewardModelReward, Sampling, evaluation_class, prompt_token_ids,
+from extras.evaluation import (BeforeAfterEval, RewardModelReward, Sampling, during_training, prompt_token_ids,
                                reference_of)
 from extras.outputs import held_load_reports, missing_weights
 
@@ -57,11 +57,13 @@ def evaluation(trainer, dataset, source: str, reward_funcs: list, script_args) -
             yield unwrapped.policy  # PPOTrainer wraps policy and value model together
 
     stops = trainer.policy_model.generation_config.eos_token_id  # what ends a completion in training
-    evaluation = evaluation_class(args, trainer.callback_handler, lambda checkpoint: load_policy(trainer, checkpoint))(
-        dataset, source, tokenizer, rewards + reward_funcs, script_args.eval_num_samples, script_args.eval_max_prompts,
-        sampling(args, tokenizer, stops), args.seed, policy, trainer.accelerator, args.output_dir,
-        args.per_device_eval_batch_size, reference_of(trainer.ref_model, trainer.is_peft_model),
-        trained=tuple(f.__name__ for f in rewards or trainer.reward_model.reward_funcs))
+    evaluation = BeforeAfterEval(dataset, source, tokenizer, rewards + reward_funcs, script_args.eval_num_samples,
+                                 script_args.eval_max_prompts, sampling(args, tokenizer, stops),
+                                 args.seed, policy, trainer.accelerator, args.output_dir,
+                                 args.per_device_eval_batch_size,
+                                 reference_of(trainer.ref_model, trainer.is_peft_model),
+                                 trained=tuple(f.__name__ for f in rewards or trainer.reward_model.reward_funcs))
+    during_training(trainer, evaluation, load_best=lambda checkpoint: load_policy(trainer, checkpoint))
     trainer.add_callback(evaluation)
     return evaluation
 

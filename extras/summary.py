@@ -15,6 +15,7 @@ import torch
 
 from extras.outputs import StartLines, describe, distributed_mode, held_parameters, plural, precision, write_atomic
 from extras.plots import headline, plot, start_label
+from extras.stats import standard_error
 from extras.watchdogs import OneAnswer
 
 
@@ -29,8 +30,6 @@ def training_noise(history: list[dict], fraction: float = 0.2) -> str:
     """What the first/last comparison of the training reward can tell: the difference between the two means against
     its standard error (from the logs' spread in each part). A difference within twice it is noise: on a recipe that
     logs a handful of prompts a step the curve is flat noise while the held-out evaluation doubles."""
-    from extras.evaluation import standard_error
-
     values = [h["reward"] for h in history if h.get("reward") is not None]
     k = max(1, round(len(values) * fraction))
     errors = [standard_error(values[:k]), standard_error(values[-k:])]
@@ -193,3 +192,12 @@ def write(trainer, args: list, title: str, evaluation: dict | None):
         lines.append(f"  trackio:     trackio show --project {trainer.args.project}"
                      + (f"   (with TRACKIO_DIR={where})" if where else ""))
     print("\n".join(lines))
+
+
+def run_settings(summary: Path) -> dict:
+    """A run's options, model's, trainer's and script's in one dict, from its summary.json; {} where it has none."""
+    try:
+        run = json.loads(summary.read_text())
+        return {**run["model_args"], **run["training_args"], **run["script_args"]}
+    except (OSError, ValueError, KeyError):
+        return {}

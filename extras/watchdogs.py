@@ -10,6 +10,8 @@ from typing import Callable
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
+from extras.stats import standard_error
+
 
 def groups_without_spread(rewards: dict[str, list[float]], weights: list[float], group: int) -> float:
     """The share of groups (each `group` completions in a row) whose completions all got the same total reward (the
@@ -182,8 +184,6 @@ class DriftWatch(TrainerCallback):
         self.warned = False
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        from extras.evaluation import standard_error
-
         if self.warned or not logs or logs.get(self.key) is None or logs.get("reward") is None:
             return
         self.history.append((logs[self.key], logs["reward"]))

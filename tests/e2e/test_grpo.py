@@ -243,7 +243,7 @@ def test_default_run_learns(tmp_path):
              if p.is_relative_to(REPO) and p.relative_to(REPO).parts[0] in (SCRIPT, "rewards.py", "extras")}
     assert set(lines) == {SCRIPT, "rewards.py", "extras/__init__.py", "extras/checks.py", "extras/cli.py",
                           "extras/evaluation.py", "extras/outputs.py", "extras/plots.py", "extras/run_folder.py",
-                          "extras/runtime.py", "extras/summary.py", "extras/watchdogs.py"}
+                          "extras/runtime.py", "extras/stats.py", "extras/summary.py", "extras/watchdogs.py"}
     print(f"the default run imports {sum(lines.values())} lines of the project's Python: {lines}")  # a figure
 
 

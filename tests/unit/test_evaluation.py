@@ -8,7 +8,8 @@ import pytest
 import torch
 from conftest import HAS_PPO_TRAINER
 
-from extras.evaluation import metrics_of, pass_at_k, up_to_first
+from extras.evaluation import up_to_first
+from extras.stats import metrics_of, pass_at_k
 from rewards import get_reward_funcs
 
 
@@ -232,7 +233,7 @@ def test_a_change_is_weighed_against_the_error_of_the_prompts_own_changes():
     """Before and after score the same prompts: the error of the change is that of each prompt's own change, which
     leaves out how hard each prompt is. Here the hard prompts stay hard and the easy ones gain, so the paired error
     is a fraction of the two errors taken as independent."""
-    from extras.evaluation import paired_changes, standard_errors
+    from extras.stats import paired_changes, standard_errors
 
     [accuracy] = get_reward_funcs(["accuracy"], 8)
 

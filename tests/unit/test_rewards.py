@@ -497,7 +497,7 @@ def test_accuracy_on_the_answers_models_write(fmt, text, gold, expected):
 
 
 def test_majority_vote_counts_a_number_once_whatever_its_unit():
-    from extras.evaluation import metrics_of
+    from extras.stats import metrics_of
     from rewards import final_answer
 
     texts = ["<answer>18 dollars</answer>", "#### 17", r"\boxed{\$18.00}", "so 17", "It is 18."]
@@ -625,7 +625,7 @@ def test_maj_at_k_votes_on_what_the_reward_grades(name):
     majority's grade, and maj@k, do not depend on which sample carries it, nor on the order of the samples."""
     import itertools
 
-    from extras.evaluation import metrics_of
+    from extras.stats import metrics_of
 
     [reward] = get_reward_funcs([name], max_completion_length=8)
     for samples in VOTES:
