@@ -16,7 +16,7 @@ import torch
 from extras.outputs import StartLines, describe, distributed_mode, held_parameters, plural, precision, write_atomic
 from extras.plots import headline, plot, start_label
 from extras.stats import standard_error
-from extras.watchdogs import OneAnswer
+from extras.watchdogs import RUNAWAY_FIXES, OneAnswer
 
 
 def first_last(history: list[dict], key: str = "reward", fraction: float = 0.2) -> tuple[float, float]:
@@ -64,10 +64,9 @@ def worse(changes: dict, title: str) -> list[str]:
             if c and c["standard_error"] is not None and c["change"] < -2 * c["standard_error"]]
     if not fell:
         return []
-    change = ("a lower --learning_rate, a higher --kl_coef, fewer --num_ppo_epochs" if title == "PPO" else
-              "a lower --learning_rate, a higher --beta")
     return [f"  WARNING: the run made the policy worse on the held-out prompts: {', '.join(fell)}, each by more "
-            f"than twice its error. Try {change}, and read the completions in eval.json (docs/evaluation.md)"]
+            f"than twice its error. Try {RUNAWAY_FIXES[title == 'PPO']}, and read the completions in eval.json "
+            "(docs/evaluation.md)"]
 
 
 def best_checkpoint(evaluation: dict | None) -> list[str]:

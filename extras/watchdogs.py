@@ -138,8 +138,7 @@ class OneAnswer(TrainerCallback):
     def __init__(self, samples: Callable[[], list[dict]], patience: int, ppo: bool):
         self.samples = samples
         self.patience = patience
-        self.fixes = ("a lower --learning_rate, a higher --kl_coef or fewer --num_ppo_epochs" if ppo else
-                      "a lower --learning_rate, a higher --beta, or a higher --temperature")
+        self.fixes = RUNAWAY_FIXES[ppo] + ("" if ppo else "; a higher --temperature samples more answers")
         self.answer = None  # the one answer of the logs in a row that gave one
         self.prompts = set()  # the prompts it was given to
         self.streak = 0  # those logs
