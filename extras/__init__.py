@@ -2,8 +2,8 @@
 
     runtime.py          how a run starts and ends: Ctrl-C in one line, the trl named (PPO: in .venv-ppo from .venv),
                         a CPU's OpenMP wait and LM-head scoring, the upstream notices silenced while it runs
-    cli.py              the command line, parsed once: mistakes in one sentence, refused options, a readable --help,
-                        the settings line, and the default run, which names no model
+    cli.py              the command line, parsed once: mistakes in one sentence, refused options, the settings line,
+                        and the default run, which names no model
     help.py             --help's first screen: what a user sets first, the defaults a run takes
     checks.py           the run's paths, models, launch and packages, checked before anything loads
     lora_targets.py     --lora_target_modules checked against the model's module names, before it loads

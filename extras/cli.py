@@ -1,6 +1,7 @@
 """The command line, parsed once, and its mistakes stopped in one sentence before anything loads: TrlParser's parsing
 with the nearest option to a mistyped one, a recipe's keys and values checked, options refused where they would have
-no effect, a readable --help, and the settings line. (The run's paths, models, launch and packages: checks.py.)"""
+no effect, and the settings line; --help, made readable by help.py. (The run's paths, models, launch and packages:
+checks.py.)"""
 
 import argparse
 import difflib
@@ -99,8 +100,8 @@ def parse(parser, refused: dict[str, str], args: list[str] | None = None, defaul
         sys.exit(f"error: {err} The generation batch is per_device_train_batch_size x processes x "
                  f"steps_per_generation completions: on one process, --per_device_train_batch_size {sizes}, or "
                  "change --num_generations.")
-    if values.eval_only and config_class == "GRPOConfig":  # GRPOTrainer loads the model as it is: no adapter of
-        parsed[2].use_peft = False  # ours, no reference, no vLLM (PPO's --eval_only builds no trainer)
+    if values.eval_only and hasattr(parsed[1], "num_generations"):  # GRPO's trainer loads the model as it is: no
+        parsed[2].use_peft = False  # adapter of ours, no reference, no vLLM (PPO's --eval_only builds no trainer)
         parsed[1].beta = 0.0
         parsed[1].use_vllm = False
     return parsed

@@ -2,8 +2,8 @@
 docs/evaluation.md describes: K samples per prompt drawn as training draws them (its GenerationConfig, stop tokens
 and prompt ids) plus one greedy, on each process's slice, scored by the training rewards and --eval_reward_funcs:
 pass@1, pass@K, maj@K and greedy accuracy for a correctness reward (`rewards.reads`), means for the others; and,
-where the trainer holds a reference, the sampled completions' KL to it. --eval_only: a saved model or adapter
-evaluated once, as a run evaluates its policy (GRPO's here; PPO's in extras/ppo.py)."""
+where the trainer holds a reference, the sampled completions' KL to it. --eval_only evaluates a saved model or
+adapter once, as a run evaluates its policy (extras/eval_only.py)."""
 
 import copy
 import json
