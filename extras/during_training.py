@@ -9,7 +9,7 @@ from tqdm.auto import tqdm
 
 from transformers import TrainerCallback
 
-from extras.stats import mean, metrics_of, per_prompt_metrics, standard_error
+from extras.stats import metrics_of, paired_change, per_prompt_metrics
 
 
 class DuringTraining(TrainerCallback):
@@ -104,11 +104,10 @@ class DuringTraining(TrainerCallback):
         last = points[-1]
         reward, _, name = metric.partition("/")
         error = lambda p: p["standard_error"].get(reward, {}).get(name)  # noqa: E731
-        pairs = zip(best["per_prompt"].get(reward, []), last["per_prompt"].get(reward, []))
-        each = [b[name] - a[name] for a, b in pairs if None not in (a[name], b[name])]
+        change = paired_change(best["per_prompt"].get(reward, []), last["per_prompt"].get(reward, []), name)
         return {"metric": metric, "step": best["step"], "value": self.value_at(best, metric), "error": error(best),
                 "last_step": last["step"], "last_value": self.value_at(last, metric), "last_error": error(last),
-                "change": {"change": mean(each), "standard_error": standard_error(each)} if each else None,
+                "change": change if change["change"] is not None else None,
                 "saved": bool(args.load_best_model_at_end and state.best_model_checkpoint) and
                 (state.best_model_checkpoint or "").endswith(f"checkpoint-{best['step']}")}
 

@@ -91,6 +91,16 @@ def paired_changes(reward_funcs, before: list[dict], after: list[dict], num_samp
         start, end = (per_prompt_metrics(func, scored, num_samples) for scored in (before, after))
         changes[func.__name__] = {}
         for metric in start[0] if start else {}:
-            each = [b[metric] - a[metric] for a, b in zip(start, end) if None not in (a[metric], b[metric])]
-            changes[func.__name__][metric] = {"change": mean(each), "standard_error": standard_error(each)}
+            changes[func.__name__][metric] = paired_change(start, end, metric)
     return changes
+
+
+def paired_change(start: list[dict], end: list[dict], metric: str) -> dict:
+    """{"change": end - start, "standard_error": its error} of `metric` over each prompt's own figures (the same
+    prompts, in the same order), from the prompts that have it both times; both None where none has.
+
+    >>> paired_change([{"pass@1": 0.5}, {"pass@1": 0.0}], [{"pass@1": 1.0}, {"pass@1": 0.5}], "pass@1")
+    {'change': 0.5, 'standard_error': 0.0}
+    """
+    each = [b[metric] - a[metric] for a, b in zip(start, end) if None not in (a[metric], b[metric])]
+    return {"change": mean(each), "standard_error": standard_error(each)}
